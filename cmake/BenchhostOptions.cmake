@@ -1,0 +1,77 @@
+# Options and dependency discovery shared by every target.
+set(BENCHHOST_CUDA AUTO CACHE STRING "Build CUDA backends: AUTO, ON or OFF")
+set(BENCHHOST_MPI AUTO CACHE STRING "Build the MPI collective backend: AUTO, ON or OFF")
+set_property(CACHE BENCHHOST_CUDA PROPERTY STRINGS AUTO ON OFF)
+set_property(CACHE BENCHHOST_MPI PROPERTY STRINGS AUTO ON OFF)
+option(BENCHHOST_BUILD_TESTS "Build the GoogleTest suites and benchmarks" ON)
+
+find_package(Threads REQUIRED)
+find_package(fmt REQUIRED)
+find_package(TBB REQUIRED)
+# oneDNN: Debian's package config insists on OpenCL headers for its GPU runtime, which we do not
+# use, so the library is imported directly. Its CPU runtime is OpenMP (threads set per run).
+find_path(BENCHHOST_DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp REQUIRED)
+find_library(BENCHHOST_DNNL_LIBRARY dnnl REQUIRED)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+if(NOT TARGET DNNL::dnnl)
+  add_library(DNNL::dnnl UNKNOWN IMPORTED)
+  set_target_properties(DNNL::dnnl PROPERTIES IMPORTED_LOCATION ${BENCHHOST_DNNL_LIBRARY}
+                        INTERFACE_INCLUDE_DIRECTORIES ${BENCHHOST_DNNL_INCLUDE_DIR}
+                        INTERFACE_LINK_LIBRARIES OpenMP::OpenMP_CXX)
+endif()
+find_package(nlohmann_json REQUIRED)
+find_package(Boost 1.74 REQUIRED COMPONENTS program_options filesystem)
+
+# CUDA: AUTO enables it when a toolkit with cuDNN is found.
+set(BENCHHOST_HAVE_CUDA OFF)
+if(NOT BENCHHOST_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    find_package(CUDAToolkit QUIET)
+  endif()
+  find_library(BENCHHOST_CUDNN_LIBRARY cudnn HINTS /usr/local/cuda/lib64 ${CUDAToolkit_LIBRARY_DIR})
+  find_library(BENCHHOST_NCCL_LIBRARY nccl HINTS /usr/local/cuda/lib64 ${CUDAToolkit_LIBRARY_DIR})
+  if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND BENCHHOST_CUDNN_LIBRARY)
+    set(BENCHHOST_HAVE_CUDA ON)
+    set(CMAKE_CUDA_ARCHITECTURES 90 CACHE STRING "CUDA architectures (Hopper)")
+    set(CMAKE_CUDA_STANDARD 20)
+    enable_language(CUDA)
+    message(STATUS "benchhost: CUDA ${CUDAToolkit_VERSION} with cuDNN ${BENCHHOST_CUDNN_LIBRARY}")
+  elseif(BENCHHOST_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "BENCHHOST_CUDA=ON but no CUDA toolkit with cuDNN was found "
+                        "(set CMAKE_CUDA_COMPILER or CUDAToolkit_ROOT)")
+  else()
+    message(STATUS "benchhost: CUDA not found, building CPU only")
+  endif()
+endif()
+
+set(BENCHHOST_HAVE_MPI OFF)
+if(NOT BENCHHOST_MPI STREQUAL "OFF")
+  find_package(MPI QUIET COMPONENTS C)
+  if(MPI_C_FOUND)
+    set(BENCHHOST_HAVE_MPI ON)
+    message(STATUS "benchhost: MPI ${MPI_C_VERSION}")
+  elseif(BENCHHOST_MPI STREQUAL "ON")
+    message(FATAL_ERROR "BENCHHOST_MPI=ON but no MPI was found (apt-get install libopenmpi-dev)")
+  else()
+    message(STATUS "benchhost: MPI not found, single-process collectives only")
+  endif()
+endif()
+
+# Git revision for the environment fingerprint (re-read at configure time).
+execute_process(COMMAND git rev-parse --short=12 HEAD WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
+                OUTPUT_VARIABLE BENCHHOST_GIT_REVISION OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+execute_process(COMMAND git status --porcelain --untracked-files=no WORKING_DIRECTORY ${CMAKE_SOURCE_DIR}
+                OUTPUT_VARIABLE _bh_dirty OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+if(NOT BENCHHOST_GIT_REVISION)
+  set(BENCHHOST_GIT_REVISION "unknown")
+endif()
+if(_bh_dirty)
+  set(BENCHHOST_GIT_DIRTY 1)
+else()
+  set(BENCHHOST_GIT_DIRTY 0)
+endif()

@@ -1,0 +1,15 @@
+# benchhost_add_plugin(<name> <sources>...)
+# Builds a workload plugin as a MODULE library named <name>.so in the host's plugins directory.
+# Used in-tree and, through the installed package, by out-of-tree plugins.
+function(benchhost_add_plugin name)
+  add_library(${name} MODULE ${ARGN})
+  target_link_libraries(${name} PRIVATE benchhost::sdk)
+  set_target_properties(${name} PROPERTIES PREFIX "" OUTPUT_NAME ${name}
+                        CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+  if(DEFINED BENCHHOST_PLUGIN_OUTPUT_DIR)
+    set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${BENCHHOST_PLUGIN_OUTPUT_DIR})
+  endif()
+  if(DEFINED BENCHHOST_PLUGIN_INSTALL_DIR)
+    install(TARGETS ${name} LIBRARY DESTINATION ${BENCHHOST_PLUGIN_INSTALL_DIR})
+  endif()
+endfunction()

@@ -1,0 +1,309 @@
+#pragma once
+/// @file workload.hpp  The C++ side of a workload plugin.
+///
+/// A plugin author writes one class and one macro line:
+///
+///   class BertWorkload : public benchhost::Workload {
+///    public:
+///     static benchhost::WorkloadInfo describe();          // required, static: no construction
+///     static std::string check_support(const benchhost::RunContext&);  // optional: "" = ok
+///     benchhost::RunInfo setup(const benchhost::RunContext& ctx) override;
+///     benchhost::StepResult train_step() override;
+///     ...
+///   };
+///   BENCHHOST_PLUGIN(BertWorkload)
+///
+/// The macro defines the extern "C" entry point and trampolines that catch every exception and
+/// turn it into a bh_status plus message (see error.hpp for the mapping). The workload never
+/// measures time: the host owns every clock.
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <new>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "benchhost/device.hpp"
+#include "benchhost/error.hpp"
+#include "benchhost/plugin_abi.h"
+
+namespace benchhost {
+
+class Communicator;  // comm/communicator.hpp
+
+/// One option a plugin accepts. The host registers it as --<plugin>.<name> on the command line
+/// and as "<plugin>.<name> = value" in config files.
+struct OptionSpec {
+  std::string name;           ///< "hidden-size"
+  std::string type;           ///< "int", "float", "string", "bool", "int-list", "float-list"
+  std::string default_value;  ///< as text; "" = no default (must be given if required)
+  std::string help;
+  bool required = false;
+};
+
+/// Static description of a workload: what `benchhost list` and `info` print, and what the
+/// host needs to run it. Serialised to JSON across the boundary.
+struct WorkloadInfo {
+  std::string name;         ///< plugin name, also the option prefix and configs/<name>/
+  std::string version;      ///< plugin version, "1.0.0"
+  std::string benchmark;    ///< MLPerf benchmark key ("bert", "resnet", ...); "" if none
+  std::string description;
+  std::string metric_name;  ///< e.g. "masked_lm_accuracy"
+  double metric_target = 0;
+  bool higher_is_better = true;
+  std::vector<std::string> devices{"cpu"};        ///< device types: "cpu", "cuda"
+  std::vector<std::string> precisions{"fp32"};    ///< "fp32", "tf32", "fp16", "bf16", "fp8"
+  std::vector<std::string> modes{"ttt", "train", "infer"};
+  std::vector<OptionSpec> options;
+  std::vector<std::string> configs;  ///< config files shipped in configs/<name>/
+  std::string default_config;        ///< used when --config is not given ("" = none)
+
+  std::string to_json() const;
+  static WorkloadInfo from_json(const std::string& json);  ///< throws InvalidArgument
+};
+
+/// The plugin's own options, parsed from strings on demand. Getters throw InvalidArgument naming
+/// the option (with its --<plugin>. prefix) when a value is missing or malformed.
+class Options {
+ public:
+  Options() = default;
+  Options(std::string plugin, std::map<std::string, std::string> values)
+      : plugin_(std::move(plugin)), values_(std::move(values)) {}
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  std::string get_string(const std::string& name) const;
+  std::int64_t get_int(const std::string& name) const;
+  double get_float(const std::string& name) const;
+  bool get_bool(const std::string& name) const;
+  std::vector<std::int64_t> get_int_list(const std::string& name) const;
+  std::vector<double> get_float_list(const std::string& name) const;
+  const std::map<std::string, std::string>& values() const { return values_; }
+
+ private:
+  std::string plugin_;
+  std::map<std::string, std::string> values_;
+};
+
+/// Everything setup() gets from the host.
+struct RunContext {
+  std::string mode;       ///< "ttt", "train", "infer", "loader"
+  Device device;
+  std::string precision;  ///< "fp32", "tf32", "fp16", "bf16", "fp8"
+  std::uint64_t seed = 0;
+  std::int64_t batch_size = 0;  ///< per rank; 0 = the workload's configured default
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int num_threads = 1;
+  bool synthetic_data = false;
+  Options options;
+  std::string config_dir;
+  Communicator* communicator = nullptr;  ///< owned by the host; may be null in unit tests
+
+  static RunContext from_c(const bh_run_context& c, const std::string& plugin_name);
+};
+
+/// What setup() tells the host. See bh_run_info for the meaning of each field.
+struct RunInfo {
+  std::int64_t samples_per_epoch = 0;
+  std::int64_t eval_every_samples = 0;
+  std::int64_t global_batch_size = 0;
+  std::int64_t max_epochs = 1;
+  double train_flops_per_sample = 0;
+  double infer_flops_per_sample = 0;
+  std::int64_t eval_samples = 0;
+};
+
+struct StepResult {
+  std::int64_t samples = 0;
+  double loss = std::numeric_limits<double>::quiet_NaN();
+};
+
+struct EvalResult {
+  double metric = 0;
+  std::int64_t samples = 0;
+};
+
+/// MLLOG hyperparameter values keep their JSON type.
+using HyperValue = std::variant<std::int64_t, double, std::string, bool>;
+using Hyperparameters = std::vector<std::pair<std::string, HyperValue>>;
+std::string hyperparameters_to_json(const Hyperparameters& h);
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  virtual RunInfo setup(const RunContext& ctx) = 0;
+  virtual void begin_epoch(std::int64_t epoch) {}
+  virtual void prepare_batch() {}
+  virtual StepResult train_step() = 0;
+  virtual EvalResult evaluate() { BH_THROW(Unsupported, "this workload has no evaluation"); }
+  virtual StepResult infer_step() { BH_THROW(Unsupported, "this workload has no inference mode"); }
+  virtual void synchronize() {}
+  /// MLLOG hyperparameter keys (opt_base_learning_rate, global_batch_size, ...).
+  virtual Hyperparameters hyperparameters() const { return {}; }
+  virtual void teardown() {}
+};
+
+namespace detail {
+
+/// Map the exception in flight to a status and write its message into err. Never throws.
+bh_status status_from_current_exception(bh_error* err) noexcept;
+void set_error(bh_error* err, const char* message) noexcept;
+
+template <class F>
+bh_status guarded(bh_error* err, F&& f) noexcept {
+  try {
+    f();
+    return BH_STATUS_OK;
+  } catch (...) {
+    return status_from_current_exception(err);
+  }
+}
+
+template <class W>
+struct Instance {
+  std::unique_ptr<W> workload;
+  std::string name;
+  std::string hyper_json;
+};
+
+template <class W>
+struct PluginAdapter {
+  using I = Instance<W>;
+  static I* self(bh_workload* w) { return reinterpret_cast<I*>(w); }
+  static const std::string& info_json() {
+    static const std::string json = W::describe().to_json();
+    return json;
+  }
+  static const std::string& name() {
+    static const std::string n = W::describe().name;
+    return n;
+  }
+  static const char* describe_json() noexcept {
+    try {
+      return info_json().c_str();
+    } catch (...) {
+      return nullptr;  // the host reports "describe_json failed"
+    }
+  }
+  static bh_status check_support(const bh_run_context* c, bh_error* err) noexcept {
+    return guarded(err, [&] {
+      if constexpr (requires(const RunContext& r) { W::check_support(r); }) {
+        std::string why = W::check_support(RunContext::from_c(*c, name()));
+        if (!why.empty()) throw Unsupported(why, __FILE__, __LINE__);
+      }
+    });
+  }
+  static bh_status create(bh_workload** out, bh_error* err) noexcept {
+    return guarded(err, [&] {
+      auto inst = std::make_unique<I>();
+      inst->workload = std::make_unique<W>();
+      inst->name = name();
+      *out = reinterpret_cast<bh_workload*>(inst.release());
+    });
+  }
+  static void destroy(bh_workload* w) noexcept {
+    try {
+      delete self(w);
+    } catch (...) {
+    }
+  }
+  static bh_status setup(bh_workload* w, const bh_run_context* c, bh_run_info* info,
+                         bh_error* err) noexcept {
+    return guarded(err, [&] {
+      RunInfo r = self(w)->workload->setup(RunContext::from_c(*c, self(w)->name));
+      info->struct_size = sizeof(bh_run_info);
+      info->samples_per_epoch = r.samples_per_epoch;
+      info->eval_every_samples = r.eval_every_samples;
+      info->global_batch_size = r.global_batch_size;
+      info->max_epochs = r.max_epochs;
+      info->train_flops_per_sample = r.train_flops_per_sample;
+      info->infer_flops_per_sample = r.infer_flops_per_sample;
+      info->eval_samples = r.eval_samples;
+    });
+  }
+  static bh_status begin_epoch(bh_workload* w, std::int64_t e, bh_error* err) noexcept {
+    return guarded(err, [&] { self(w)->workload->begin_epoch(e); });
+  }
+  static bh_status prepare_batch(bh_workload* w, bh_error* err) noexcept {
+    return guarded(err, [&] { self(w)->workload->prepare_batch(); });
+  }
+  static void fill(bh_step_result* out, const StepResult& s) {
+    out->struct_size = sizeof(bh_step_result);
+    out->samples = s.samples;
+    out->loss = s.loss;
+  }
+  static bh_status train_step(bh_workload* w, bh_step_result* out, bh_error* err) noexcept {
+    return guarded(err, [&] { fill(out, self(w)->workload->train_step()); });
+  }
+  static bh_status infer_step(bh_workload* w, bh_step_result* out, bh_error* err) noexcept {
+    return guarded(err, [&] { fill(out, self(w)->workload->infer_step()); });
+  }
+  static bh_status evaluate(bh_workload* w, bh_eval_result* out, bh_error* err) noexcept {
+    return guarded(err, [&] {
+      EvalResult e = self(w)->workload->evaluate();
+      out->struct_size = sizeof(bh_eval_result);
+      out->metric = e.metric;
+      out->samples = e.samples;
+    });
+  }
+  static bh_status synchronize(bh_workload* w, bh_error* err) noexcept {
+    return guarded(err, [&] { self(w)->workload->synchronize(); });
+  }
+  static const char* hyperparameters_json(bh_workload* w) noexcept {
+    try {
+      self(w)->hyper_json = hyperparameters_to_json(self(w)->workload->hyperparameters());
+      return self(w)->hyper_json.c_str();
+    } catch (...) {
+      return "{}";
+    }
+  }
+  static bh_status teardown(bh_workload* w, bh_error* err) noexcept {
+    return guarded(err, [&] { self(w)->workload->teardown(); });
+  }
+
+  static const bh_plugin_descriptor* descriptor() noexcept {
+    static bh_plugin_descriptor d = [] {
+      bh_plugin_descriptor x{};
+      x.abi_major = BENCHHOST_ABI_MAJOR;
+      x.abi_minor = BENCHHOST_ABI_MINOR;
+      x.struct_size = sizeof(bh_plugin_descriptor);
+      static std::string version;
+      try {
+        version = W::describe().version;
+      } catch (...) {
+      }
+      x.name = name().c_str();
+      x.version = version.c_str();
+      x.describe_json = &describe_json;
+      x.check_support = &check_support;
+      x.create = &create;
+      x.destroy = &destroy;
+      x.setup = &setup;
+      x.begin_epoch = &begin_epoch;
+      x.prepare_batch = &prepare_batch;
+      x.train_step = &train_step;
+      x.evaluate = &evaluate;
+      x.infer_step = &infer_step;
+      x.synchronize = &synchronize;
+      x.hyperparameters_json = &hyperparameters_json;
+      x.teardown = &teardown;
+      return x;
+    }();
+    return &d;
+  }
+};
+
+}  // namespace detail
+}  // namespace benchhost
+
+/// Turn a benchhost::Workload subclass into the plugin's C entry point. Use once per plugin.
+#define BENCHHOST_PLUGIN(WorkloadClass)                                                     \
+  extern "C" __attribute__((visibility("default"))) const bh_plugin_descriptor*            \
+  benchhost_plugin_descriptor(void) {                                                       \
+    return ::benchhost::detail::PluginAdapter<WorkloadClass>::descriptor();                 \
+  }
