@@ -12,6 +12,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace benchhost {
 
@@ -76,6 +78,9 @@ class DeviceBackend {
   virtual void destroy_stream(int index, StreamHandle stream) = 0;
   /// Human description: "NVIDIA H100 80GB HBM3, 79.1 GiB, sm_90" / CPU model.
   virtual std::string describe(int index) const = 0;
+  /// Versions of the libraries this backend actually loaded and device facts, for the report's
+  /// environment fingerprint: {"cuda_runtime": "13.0", "cudnn": "9.13.0", "gpu_name": ...}.
+  virtual std::vector<std::pair<std::string, std::string>> environment() const { return {}; }
 };
 
 /// The backend for a device type (loads the CUDA library on first use). Throws Unsupported.

@@ -11,6 +11,7 @@
 /// non-owning pointers valid for the module's lifetime. Not thread-safe: one training thread.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -28,6 +29,13 @@ struct Parameter {
   /// Sparse gradient (embedding tables): when sparse_rows is defined, only those rows of `grad`
   /// are meaningful and optimizers update only them (sparse_rows: i64 [n], unique, any order).
   Tensor sparse_rows;
+  /// Set by data parallelism (comm/data_parallel.hpp) to start reducing a gradient as soon as it
+  /// is final. Every layer calls mark_grad_ready() on each of its parameters at the end of its
+  /// backward pass, once that parameter's gradient for the step is complete.
+  std::function<void(Parameter&)> grad_ready_hook;
+  void mark_grad_ready() {
+    if (grad_ready_hook) grad_ready_hook(*this);
+  }
 };
 
 class Module {
