@@ -66,6 +66,8 @@ class DeviceBackend {
   virtual ~DeviceBackend() = default;
   virtual DeviceType type() const = 0;
   virtual int device_count() const = 0;
+  /// Why device_count() is 0 (no driver, no device), for error messages; "" when devices exist.
+  virtual std::string unavailable_reason() const { return {}; }
   virtual Allocator& allocator(int index) = 0;
   /// Pinned (page-locked) host memory for fast transfers; CPU backend returns the CPU allocator.
   virtual Allocator& host_pinned_allocator() = 0;

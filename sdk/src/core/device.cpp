@@ -184,8 +184,11 @@ bool device_available(Device device, std::string* why) {
     DeviceBackend& b = device_backend(device.type);
     int n = b.device_count();
     if (device.index >= n) {
-      if (why) *why = fmt::format("{} requested but only {} {} device(s) are visible", device.str(), n,
-                                  device.is_cuda() ? "cuda" : "cpu");
+      if (why) {
+        std::string reason = b.unavailable_reason();
+        *why = fmt::format("{} requested but {} {} device(s) are visible{}{}", device.str(), n,
+                           device.is_cuda() ? "cuda" : "cpu", reason.empty() ? "" : ": ", reason);
+      }
       return false;
     }
     return true;
