@@ -14,7 +14,7 @@ packages=(
   libhdf5-dev libjpeg62-turbo-dev libpng-dev libsndfile1-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist bible-kjv-text
-  python3 python3-numpy python3-torch
+  python3 python3-numpy python3-torch python3-torchvision python3-pil
 )
 missing=()
 for p in "${packages[@]}"; do
