@@ -1,0 +1,142 @@
+#pragma once
+/// @file nn/layers.hpp  The common layers: Linear, LayerNorm, Embedding, Dropout, activations and
+/// multi-head attention, each with an explicit backward (see nn/module.hpp
+/// Note [Modules and backward]).
+///
+/// Each layer keeps what its backward needs from the LAST forward() call, so the sequence is
+/// forward, forward, ..., backward in reverse order, once per step. A layer used twice in one
+/// step needs two instances. backward() accumulates parameter gradients (+=) and calls
+/// Parameter::mark_grad_ready() on each of its parameters once they are complete.
+///
+/// Initial values: Linear and Embedding weights are N(0, 0.02^2) from benchhost::Rng(init_seed,
+/// stream), biases zero; LayerNorm gamma 1, beta 0. Workloads that need another scheme
+/// re-initialise through nn/init.hpp.
+/// Not thread-safe: one training thread drives a model (ops parallelise internally).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "benchhost/nn/module.hpp"
+#include "benchhost/nn/ops.hpp"
+
+namespace benchhost::nn {
+
+/// The dropout randomness of one model: the model owns one; dropout sites hold a const pointer;
+/// the training loop sets `step` before each forward (Note [Dropout randomness] in ops.hpp).
+struct DropoutRng {
+  std::uint64_t seed = 0;
+  std::uint64_t step = 0;
+};
+
+/// y = act(x W^T + b). x: [..., in]; W: [out, in] ("weight"); b: [out] ("bias", optional,
+/// weight_decay = false).
+class Linear : public Layer {
+ public:
+  Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true,
+         Activation act = Activation::none, std::uint64_t init_seed = 0);
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+
+  Parameter& weight() { return *weight_; }
+  Parameter* bias() { return bias_; }
+  std::int64_t in_features() const { return in_; }
+  std::int64_t out_features() const { return out_; }
+
+ private:
+  std::int64_t in_, out_;
+  Activation act_;
+  Parameter* weight_ = nullptr;
+  Parameter* bias_ = nullptr;
+  Tensor x_, preact_;
+};
+
+/// LayerNorm over the last dim: "weight" (gamma) and "bias" (beta), both weight_decay = false.
+class LayerNorm : public Layer {
+ public:
+  explicit LayerNorm(std::int64_t features, float eps = 1e-5f);
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+  Parameter& weight() { return *gamma_; }
+  Parameter& bias() { return *beta_; }
+
+ private:
+  float eps_;
+  Parameter* gamma_ = nullptr;
+  Parameter* beta_ = nullptr;
+  Tensor x_;
+  LayerNormSaved saved_;
+};
+
+/// Token embedding: ids (i32/i64, any shape) -> [..., dim]. "weight" [num, dim].
+/// With sparse_grad, backward fills weight.sparse_rows and only those rows of weight.grad
+/// (accumulating into the dense grad buffer at those rows).
+class Embedding : public Module {
+ public:
+  Embedding(std::int64_t num_embeddings, std::int64_t dim, bool sparse_grad = false,
+            std::uint64_t init_seed = 0);
+  Tensor forward(const Tensor& ids);
+  void backward(const Tensor& dy);
+  Parameter& weight() { return *weight_; }
+
+ private:
+  std::int64_t num_, dim_;
+  bool sparse_;
+  Parameter* weight_ = nullptr;
+  Tensor ids_;
+};
+
+/// Inverted dropout; identity in eval mode or when p == 0. `rng` must outlive the layer.
+class Dropout : public Layer {
+ public:
+  Dropout(float p, const DropoutRng* rng, std::uint64_t stream_id);
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+  float p() const { return p_; }
+
+ private:
+  float p_;
+  const DropoutRng* rng_;
+  std::uint64_t stream_id_;
+  DropoutSaved saved_;
+  bool active_ = false;
+};
+
+/// A parameter-free activation as a layer.
+class ActivationLayer : public Layer {
+ public:
+  explicit ActivationLayer(Activation act) : act_(act) {}
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+
+ private:
+  Activation act_;
+  Tensor x_;
+};
+
+/// Multi-head self-attention: fused QKV projection ("qkv": Linear(C, 3C)), scaled dot-product
+/// attention with masks and attention-probability dropout, output projection ("out":
+/// Linear(C, C)). x: [B, T, C] -> [B, T, C]. heads must divide C.
+class MultiHeadAttention : public Module {
+ public:
+  MultiHeadAttention(std::int64_t hidden, std::int64_t heads, float attention_dropout,
+                     const DropoutRng* rng, std::uint64_t stream_id, std::uint64_t init_seed = 0);
+  Tensor forward(const Tensor& x, const AttentionMask& mask);
+  Tensor backward(const Tensor& dy);
+  Linear& qkv() { return *qkv_; }
+  Linear& out() { return *out_; }
+  std::int64_t heads() const { return heads_; }
+
+ private:
+  std::int64_t hidden_, heads_;
+  float attn_dropout_;
+  const DropoutRng* rng_;
+  std::uint64_t stream_id_;
+  Linear* qkv_ = nullptr;
+  Linear* out_ = nullptr;
+  Tensor q_, k_, v_;  // [B, H, T, D] contiguous
+  AttentionSaved saved_;
+  Shape x_shape_;
+};
+
+}  // namespace benchhost::nn
