@@ -1,4 +1,6 @@
-// CPU embedding bags: gather + pool forward, sorted scatter backward.
+// CPU embedding bags: gather + pool forward, sorted scatter backward. Registered as ops
+// "embedding_bag_forward" / "embedding_bag_backward" (cpu.tbb, and the cpu.ref plain loops the
+// parity test compares against).
 //
 // Layout: weight rows are contiguous f32 [R, D]; out / dout are f32 [B, D]. Forward runs one
 // oneTBB task per block of bags; each bag's rows are summed in index order in f32 (the same order
@@ -21,6 +23,8 @@
 #include <tbb/parallel_sort.h>
 
 #include "benchhost/error.hpp"
+#include "benchhost/nn/registry.hpp"
+#include "benchhost/random.hpp"
 
 namespace benchhost::nn {
 
@@ -104,18 +108,15 @@ std::int64_t embedding_bag_count(const Tensor& indices, const Tensor& offsets) {
   return make_view(indices, offsets).bags;
 }
 
-void embedding_bag_forward(Tensor& out, const Tensor& weight, const Tensor& indices,
-                           const Tensor& offsets, BagPooling pooling) {
-  const BagView v = make_view(indices, offsets);
-  check_f32_matrix(weight, "weight");
-  check_f32_matrix(out, "out");
+namespace {
+
+// ---- forward: oneTBB over bags, and the plain reference ----
+
+void forward_tbb(Tensor& out, const Tensor& weight, const BagView& v, BagPooling pooling) {
   const std::int64_t rows = weight.size(0), dim = weight.size(1);
-  BH_CHECK_AS(InvalidArgument, out.size(0) == v.bags && out.size(1) == dim,
-              "embedding bag: out must be [{}, {}], got {}", v.bags, dim, out.describe());
   const float* w = weight.data<float>();
   float* o = out.data<float>();
   std::atomic<std::int64_t> bad_pos{-1};
-
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, v.bags, 16),
                     [&](const tbb::blocked_range<std::int64_t>& r) {
     for (std::int64_t b = r.begin(); b != r.end(); ++b) {
@@ -143,24 +144,49 @@ void embedding_bag_forward(Tensor& out, const Tensor& weight, const Tensor& indi
              v.row(p), p, rows);
 }
 
-Tensor embedding_bag_backward(const Tensor& dout, const Tensor& indices, const Tensor& offsets,
-                              BagPooling pooling, Tensor& grad_weight) {
-  const BagView v = make_view(indices, offsets);
-  check_f32_matrix(dout, "dout");
-  check_f32_matrix(grad_weight, "grad_weight");
-  const std::int64_t rows = grad_weight.size(0), dim = grad_weight.size(1);
-  BH_CHECK_AS(InvalidArgument, dout.size(0) == v.bags && dout.size(1) == dim,
-              "embedding bag backward: dout must be [{}, {}], got {}", v.bags, dim, dout.describe());
-  const std::int64_t n = v.total;
-  for (std::int64_t p = 0; p < n; ++p) {
+void forward_ref(Tensor& out, const Tensor& weight, const BagView& v, BagPooling pooling) {
+  const std::int64_t rows = weight.size(0), dim = weight.size(1);
+  for (std::int64_t b = 0; b < v.bags; ++b)
+    for (std::int64_t d = 0; d < dim; ++d) {
+      double acc = 0;
+      for (std::int64_t p = v.begin(b); p < v.end(b); ++p) {
+        const std::int64_t row = v.row(p);
+        BH_CHECK_AS(InvalidArgument, row >= 0 && row < rows,
+                    "embedding bag: row id {} at position {} is outside the table [0, {})", row, p,
+                    rows);
+        acc += weight.data<float>()[row * dim + d];
+      }
+      if (pooling == BagPooling::mean && v.end(b) > v.begin(b)) acc /= double(v.end(b) - v.begin(b));
+      out.data<float>()[b * dim + d] = static_cast<float>(acc);
+    }
+}
+
+// ---- backward: outputs grad_weight (+=), rows i64 [N] (U ascending ids, then -1), count [1] ----
+
+void check_rows_in_table(const BagView& v, std::int64_t rows) {
+  for (std::int64_t p = 0; p < v.total; ++p) {
     const std::int64_t row = v.row(p);
     BH_CHECK_AS(InvalidArgument, row >= 0 && row < rows,
                 "embedding bag backward: row id {} at position {} is outside the table [0, {})",
                 row, p, rows);
   }
+}
 
-  // Bag of each position (ragged layout only) and the per-bag scale.
-  std::vector<std::int32_t> bag_of;
+void write_rows(const std::vector<std::int64_t>& unique_rows, const BagView& v, Tensor& rows_out,
+                Tensor& count_out) {
+  std::int64_t* r = rows_out.data<std::int64_t>();
+  std::fill(r, r + v.total, std::int64_t{-1});
+  std::copy(unique_rows.begin(), unique_rows.end(), r);
+  count_out.data<std::int64_t>()[0] = static_cast<std::int64_t>(unique_rows.size());
+}
+
+void backward_tbb(const Tensor& dout, const BagView& v, BagPooling pooling, Tensor& grad_weight,
+                  Tensor& rows_out, Tensor& count_out) {
+  const std::int64_t rows = grad_weight.size(0), dim = grad_weight.size(1);
+  const std::int64_t n = v.total;
+  check_rows_in_table(v, rows);
+
+  std::vector<std::int32_t> bag_of;  // bag of each position (ragged layout only)
   if (v.offsets) {
     bag_of.resize(static_cast<std::size_t>(n));
     for (std::int64_t b = 0; b < v.bags; ++b)
@@ -171,8 +197,8 @@ Tensor embedding_bag_backward(const Tensor& dout, const Tensor& indices, const T
   };
 
   // Group positions by row (ascending row, ascending position within a row).
-  std::vector<std::int64_t> order(static_cast<std::size_t>(n));  // positions, grouped
-  std::vector<std::int64_t> seg_start;                             // U + 1 boundaries into order
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  std::vector<std::int64_t> seg_start;  // U + 1 boundaries into order
   std::vector<std::int64_t> unique_rows;
   if (rows <= 4 * n + 4096) {
     std::vector<std::int64_t> count(static_cast<std::size_t>(rows) + 1, 0);
@@ -204,7 +230,7 @@ Tensor embedding_bag_backward(const Tensor& dout, const Tensor& indices, const T
 
   const float* g = dout.data<float>();
   float* gw = grad_weight.data<float>();
-  const std::int64_t num_unique = static_cast<std::int64_t>(unique_rows.size());
+  const auto num_unique = static_cast<std::int64_t>(unique_rows.size());
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, num_unique, 8),
                     [&](const tbb::blocked_range<std::int64_t>& r) {
     for (std::int64_t u = r.begin(); u != r.end(); ++u) {
@@ -221,7 +247,160 @@ Tensor embedding_bag_backward(const Tensor& dout, const Tensor& indices, const T
       }
     }
   });
-  return Tensor::from_vector_i64(unique_rows, {num_unique});
+  write_rows(unique_rows, v, rows_out, count_out);
+}
+
+void backward_ref(const Tensor& dout, const BagView& v, BagPooling pooling, Tensor& grad_weight,
+                  Tensor& rows_out, Tensor& count_out) {
+  const std::int64_t rows = grad_weight.size(0), dim = grad_weight.size(1);
+  check_rows_in_table(v, rows);
+  std::vector<char> touched(static_cast<std::size_t>(rows), 0);
+  for (std::int64_t b = 0; b < v.bags; ++b) {
+    const std::int64_t len = v.end(b) - v.begin(b);
+    for (std::int64_t p = v.begin(b); p < v.end(b); ++p) {
+      const std::int64_t row = v.row(p);
+      touched[row] = 1;
+      for (std::int64_t d = 0; d < dim; ++d) {
+        float gv = dout.data<float>()[b * dim + d];
+        if (pooling == BagPooling::mean) gv *= 1.0f / static_cast<float>(len);
+        grad_weight.data<float>()[row * dim + d] += gv;
+      }
+    }
+  }
+  std::vector<std::int64_t> unique_rows;
+  for (std::int64_t r = 0; r < rows; ++r)
+    if (touched[r]) unique_rows.push_back(r);
+  write_rows(unique_rows, v, rows_out, count_out);
+}
+
+BagPooling pooling_attr(const OpCall& c) {
+  return c.attrs.get_int("pooling", 0) == 0 ? BagPooling::sum : BagPooling::mean;
+}
+
+void run_forward(OpCall& c, bool reference) {
+  const BagView v = make_view(c.inputs.at(1), c.inputs.at(2));
+  const Tensor& weight = c.inputs.at(0);
+  Tensor& out = c.outputs.at(0);
+  check_f32_matrix(weight, "weight");
+  check_f32_matrix(out, "out");
+  BH_CHECK_AS(InvalidArgument, out.size(0) == v.bags && out.size(1) == weight.size(1),
+              "embedding bag: out must be [{}, {}], got {}", v.bags, weight.size(1), out.describe());
+  (reference ? forward_ref : forward_tbb)(out, weight, v, pooling_attr(c));
+}
+
+void run_backward(OpCall& c, bool reference) {
+  const BagView v = make_view(c.inputs.at(1), c.inputs.at(2));
+  const Tensor& dout = c.inputs.at(0);
+  Tensor& grad_weight = c.outputs.at(0);
+  check_f32_matrix(dout, "dout");
+  check_f32_matrix(grad_weight, "grad_weight");
+  BH_CHECK_AS(InvalidArgument, dout.size(0) == v.bags && dout.size(1) == grad_weight.size(1),
+              "embedding bag backward: dout must be [{}, {}], got {}", v.bags, grad_weight.size(1),
+              dout.describe());
+  Tensor& rows_out = c.outputs.at(1);
+  Tensor& count_out = c.outputs.at(2);
+  BH_CHECK_AS(InvalidArgument,
+              rows_out.dtype() == DType::i64 && rows_out.numel() == v.total &&
+                  count_out.dtype() == DType::i64 && count_out.numel() == 1,
+              "embedding bag backward: rows must be i64 [{}] and count i64 [1], got {} and {}",
+              v.total, rows_out.describe(), count_out.describe());
+  (reference ? backward_ref : backward_tbb)(dout, v, pooling_attr(c), grad_weight, rows_out,
+                                            count_out);
+}
+
+// Parity cases: fixed hotness (i32 ids, sum) and ragged bags (i64 ids, mean, an empty bag and a
+// row repeated inside one bag).
+std::vector<OpCall> make_cases(std::uint64_t seed, bool backward) {
+  Rng rng(seed, 0xEB);
+  auto uniform = [&](const Shape& s) {
+    Tensor t = Tensor::empty(s, DType::f32);
+    for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = rng.uniform(-1.0f, 1.0f);
+    return t;
+  };
+  std::vector<OpCall> calls;
+  const std::int64_t rows = 37, dim = 12;
+  {  // fixed hotness [5, 3], i32
+    std::vector<std::int32_t> ids(15);
+    for (auto& x : ids) x = static_cast<std::int32_t>(rng.below(rows));
+    OpCall c;
+    Tensor idx = Tensor::from_vector_i32(ids, {5, 3});
+    if (backward)
+      c.inputs = {uniform({5, dim}), idx, Tensor()},
+      c.outputs = {Tensor::zeros({rows, dim}), Tensor::empty({15}, DType::i64),
+                   Tensor::empty({1}, DType::i64)};
+    else
+      c.inputs = {uniform({rows, dim}), idx, Tensor()}, c.outputs = {Tensor::empty({5, dim})};
+    c.attrs.set("pooling", 0);
+    calls.push_back(std::move(c));
+  }
+  {  // ragged: bags of 2, 0, 4 (with a repeat) and 1, i64
+    std::vector<std::int64_t> ids = {3, 30, 7, 7, 11, 36, 0};
+    Tensor idx = Tensor::from_vector_i64(ids, {7});
+    Tensor off = Tensor::from_vector_i64({0, 2, 2, 6, 7}, {5});
+    OpCall c;
+    if (backward)
+      c.inputs = {uniform({4, dim}), idx, off},
+      c.outputs = {Tensor::zeros({rows, dim}), Tensor::empty({7}, DType::i64),
+                   Tensor::empty({1}, DType::i64)};
+    else
+      c.inputs = {uniform({rows, dim}), idx, off}, c.outputs = {Tensor::empty({4, dim})};
+    c.attrs.set("pooling", 1);
+    calls.push_back(std::move(c));
+  }
+  return calls;
+}
+
+const bool registered = [] {
+  auto cpu_only = [](const OpCall& c) -> std::string {
+    for (const auto& t : c.inputs)
+      if (t.defined() && !t.device().is_cpu()) return "needs CPU tensors";
+    return "";
+  };
+  register_op({"embedding_bag_forward",
+               "inputs weight f32 [R, D], indices i32/i64 [B, H] or [N], offsets i64 [B + 1] or "
+               "none; output out f32 [B, D]; attr pooling (0 sum, 1 mean)",
+               [](std::uint64_t s) { return make_cases(s, false); }, 1e-5, 1e-5, {}});
+  register_op_impl("embedding_bag_forward",
+                   {"cpu.tbb", DeviceType::cpu, 50, cpu_only,
+                    [](OpCall& c) { run_forward(c, false); }, false});
+  register_op_impl("embedding_bag_forward",
+                   {"cpu.ref", DeviceType::cpu, 0, nullptr,
+                    [](OpCall& c) { run_forward(c, true); }, true});
+  register_op({"embedding_bag_backward",
+               "inputs dout f32 [B, D], indices, offsets or none; outputs grad_weight f32 [R, D] "
+               "(+=), rows i64 [N] (the U touched rows ascending, then -1), count i64 [1] (U); "
+               "attr pooling",
+               [](std::uint64_t s) { return make_cases(s, true); }, 1e-5, 1e-5, {}});
+  register_op_impl("embedding_bag_backward",
+                   {"cpu.tbb", DeviceType::cpu, 50, cpu_only,
+                    [](OpCall& c) { run_backward(c, false); }, false});
+  register_op_impl("embedding_bag_backward",
+                   {"cpu.ref", DeviceType::cpu, 0, nullptr,
+                    [](OpCall& c) { run_backward(c, true); }, true});
+  return true;
+}();
+
+}  // namespace
+
+void embedding_bag_forward(Tensor& out, const Tensor& weight, const Tensor& indices,
+                           const Tensor& offsets, BagPooling pooling) {
+  OpCall c;
+  c.inputs = {weight, indices, offsets};
+  c.outputs = {out};
+  c.attrs.set("pooling", pooling == BagPooling::sum ? 0 : 1);
+  dispatch("embedding_bag_forward", c);
+}
+
+Tensor embedding_bag_backward(const Tensor& dout, const Tensor& indices, const Tensor& offsets,
+                              BagPooling pooling, Tensor& grad_weight) {
+  const std::int64_t n = indices.defined() ? indices.numel() : 0;
+  OpCall c;
+  c.inputs = {dout, indices, offsets};
+  c.outputs = {grad_weight, Tensor::empty({n}, DType::i64), Tensor::empty({1}, DType::i64)};
+  c.attrs.set("pooling", pooling == BagPooling::sum ? 0 : 1);
+  dispatch("embedding_bag_backward", c);
+  const std::int64_t touched = c.outputs[2].data<std::int64_t>()[0];
+  return c.outputs[1].slice(0, 0, touched);
 }
 
 Tensor merge_sorted_rows(const Tensor& a, const Tensor& b) {
