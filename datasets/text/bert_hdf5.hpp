@@ -1,0 +1,60 @@
+#pragma once
+/// @file datasets/text/bert_hdf5.hpp  BERT pretraining samples in MLPerf's prepared HDF5 layout.
+///
+/// Note [MLPerf BERT HDF5 layout]
+/// One file ("shard") holds N samples as six datasets: input_ids, input_mask, segment_ids
+/// [N, seq_len]; masked_lm_positions, masked_lm_ids [N, max_predictions] (zero padded: a
+/// position of 0 after the first entry ends the list, since position 0 is always [CLS]); and
+/// next_sentence_labels [N] (0 = B follows A, 1 = B is a random sentence). The writer uses int32
+/// (int8 for the labels) like MLPerf's preparation scripts; the reader accepts any integer type,
+/// checks every shape against the others and every value against its range, and loads the
+/// whole shard into memory (shards are ~100 MB in MLPerf; ours are a few MB).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "corpus.hpp"
+#include "wordpiece.hpp"
+
+namespace benchhost::text {
+
+/// Samples of one shard, row-major flat arrays.
+struct BertSamples {
+  std::int64_t count = 0;
+  std::int64_t seq_len = 0;
+  std::int64_t max_predictions = 0;
+  std::vector<std::int32_t> input_ids, input_mask, segment_ids;  // [count * seq_len]
+  std::vector<std::int32_t> masked_lm_positions, masked_lm_ids;  // [count * max_predictions]
+  std::vector<std::int32_t> next_sentence_labels;                // [count]
+
+  void reserve(std::int64_t n);
+  /// Copy sample i of `src` to the end of this set (same shapes).
+  void append(const BertSamples& src, std::int64_t i);
+  /// Number of real (non-padding) predictions of sample i.
+  std::int64_t num_predictions(std::int64_t i) const;
+};
+
+/// Write a shard; throws DataError naming the file on failure.
+void write_bert_hdf5(const std::string& path, const BertSamples& samples);
+/// Read and validate a shard. vocab_size > 0 checks every id against it. Throws DataError
+/// naming the file and the dataset on a missing, truncated or inconsistent file.
+BertSamples read_bert_hdf5(const std::string& path, std::int64_t vocab_size = 0);
+
+/// How make_bert_shards turns documents into samples (BERT's create_pretraining_data rules).
+struct BertSampleOptions {
+  std::int64_t seq_len = 128;
+  std::int64_t max_predictions = 20;
+  double mask_prob = 0.15;
+  double short_seq_prob = 0.1;  ///< fraction of samples with a shorter random target length
+  std::int64_t dupe_factor = 1; ///< passes over the documents, each with fresh masks and pairs
+  std::uint64_t seed = 12345;
+};
+
+/// Build samples from `docs`: sentence pairs with a 50% random next sentence (drawn from
+/// `random_pool`, which must not be empty), 15% of tokens chosen for prediction (80% -> [MASK],
+/// 10% -> a random token, 10% unchanged).
+BertSamples make_bert_samples(const std::vector<Document>& docs, const std::vector<Document>& random_pool,
+                              const WordPiece& vocab, const BertSampleOptions& opt);
+
+}  // namespace benchhost::text
