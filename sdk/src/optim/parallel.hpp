@@ -1,0 +1,93 @@
+#pragma once
+// Internal helpers shared by the optimizers, clipping, EMA and the loss scaler.
+//
+// Note [Deterministic chunked reductions]
+// Work over n elements is cut into fixed chunks of kChunk elements. Element-wise loops run the
+// chunks in parallel in any order; reductions compute one double partial per chunk and add the
+// partials in chunk order, so a norm is bitwise the same on 1 or 64 threads. kChunk is large
+// enough (64 KiB of floats) that the per-chunk overhead is noise, small enough to balance.
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "benchhost/nn/module.hpp"
+
+namespace benchhost::optim::detail {
+
+constexpr std::int64_t kChunk = 16384;
+
+/// f(begin, end) over [0, n) in chunks of kChunk, in parallel.
+template <class F>
+void parallel_chunks(std::int64_t n, F&& f) {
+  if (n <= 0) return;
+  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+  if (chunks == 1) {
+    f(std::int64_t{0}, n);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, chunks, 1),
+                    [&](const tbb::blocked_range<std::int64_t>& r) {
+                      for (std::int64_t c = r.begin(); c != r.end(); ++c)
+                        f(c * kChunk, std::min(n, (c + 1) * kChunk));
+                    });
+}
+
+/// Sum over chunks of f(begin, end) -> std::array<double, K>, in chunk order.
+template <std::size_t K, class F>
+std::array<double, K> chunked_sum(std::int64_t n, F&& f) {
+  std::array<double, K> total{};
+  if (n <= 0) return total;
+  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<std::array<double, K>> partial(static_cast<std::size_t>(chunks));
+  parallel_chunks(n, [&](std::int64_t b, std::int64_t e) { partial[b / kChunk] = f(b, e); });
+  for (const auto& p : partial)
+    for (std::size_t k = 0; k < K; ++k) total[k] += p[k];
+  return total;
+}
+
+/// The element spans of a parameter that carry meaningful gradients: the whole tensor, or one
+/// span per row in sparse_rows (validated by the caller). f(begin, end) runs in parallel.
+template <class F>
+void for_each_grad_span(const nn::Parameter& p, F&& f) {
+  if (!p.sparse_rows.defined()) {
+    parallel_chunks(p.value.numel(), f);
+    return;
+  }
+  const std::int64_t rows = p.sparse_rows.numel();
+  const std::int64_t row_len = p.value.numel() / p.value.size(0);
+  const std::int64_t* idx = p.sparse_rows.data<std::int64_t>();
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, rows, std::max<std::int64_t>(1, kChunk / std::max<std::int64_t>(row_len, 1))),
+                    [&](const tbb::blocked_range<std::int64_t>& r) {
+                      for (std::int64_t i = r.begin(); i != r.end(); ++i)
+                        f(idx[i] * row_len, (idx[i] + 1) * row_len);
+                    });
+}
+
+/// Deterministic sum over the grad spans (sparse: in sparse_rows order).
+template <std::size_t K, class F>
+std::array<double, K> grad_span_sum(const nn::Parameter& p, F&& f) {
+  if (!p.sparse_rows.defined()) return chunked_sum<K>(p.value.numel(), f);
+  const std::int64_t rows = p.sparse_rows.numel();
+  const std::int64_t row_len = p.value.numel() / p.value.size(0);
+  const std::int64_t* idx = p.sparse_rows.data<std::int64_t>();
+  std::vector<std::array<double, K>> partial(static_cast<std::size_t>(rows));
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, rows), [&](const tbb::blocked_range<std::int64_t>& r) {
+    for (std::int64_t i = r.begin(); i != r.end(); ++i)
+      partial[i] = f(idx[i] * row_len, (idx[i] + 1) * row_len);
+  });
+  std::array<double, K> total{};
+  for (const auto& q : partial)
+    for (std::size_t k = 0; k < K; ++k) total[k] += q[k];
+  return total;
+}
+
+/// Validate a parameter for the CPU fp32 update paths (InvalidArgument / Unsupported with the
+/// parameter's name). `what` names the caller ("sgd", "clip_grad_norm").
+void check_cpu_f32_parameter(const nn::Parameter& p, const char* what, bool need_grad,
+                             bool allow_sparse_rows);
+
+}  // namespace benchhost::optim::detail
