@@ -1,0 +1,337 @@
+// Batch normalisation: the public functions of nn/conv.hpp, the op declarations and the oneDNN
+// CPU implementation (training, inference, backward), optionally fused with the ReLU after it.
+//
+// Layout and precision: fp32 NCHW or NHWC, used in place (oneDNN's JIT batch norm reads both
+// plain layouts, so there are no reorders); statistics and gamma/beta are fp32 [C].
+// Statistics: oneDNN returns the biased batch variance, which is what normalises the batch;
+// the running variance is updated with the unbiased one (x n/(n-1)), as PyTorch does, so a
+// model trained here evaluates like one trained there.
+// Fused ReLU: the forward runs oneDNN's fuse_norm_relu; the backward masks dy with the sign of
+// the saved output and runs the plain backward, so the op's inputs stay implementation-neutral
+// (no oneDNN workspace crosses the registry).
+
+#include <fmt/format.h>
+
+#include "nn/cpu/conv_common.hpp"
+#include "nn/cpu/conv_dnnl.hpp"
+
+namespace benchhost::nn {
+
+using namespace conv_detail;
+using dnnl::memory;
+using dnnl::normalization_flags;
+
+namespace {
+
+void check_vec(const Tensor& t, std::int64_t c, const char* what) {
+  BH_CHECK_AS(InvalidArgument,
+              t.defined() && t.numel() == c && t.dtype() == DType::f32 && t.is_contiguous(),
+              "batch_norm: {} must be a contiguous f32 tensor of {} elements (channels), got {}",
+              what, c, t.defined() ? t.describe() : std::string("undefined"));
+}
+
+ImageDims check_input(const Tensor& x, const BatchNormSpec& s, const char* op) {
+  BH_CHECK_AS(InvalidArgument, x.defined(), "{}: input is undefined", op);
+  if (x.dtype() != DType::f32)
+    BH_THROW(Unsupported, "{}: input has dtype {}; only f32 is implemented", op,
+             dtype_name(x.dtype()));
+  return image_dims(x.shape(), s.layout, op);
+}
+
+}  // namespace
+
+Tensor batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                Tensor& running_mean, Tensor& running_var,
+                                const BatchNormSpec& s, BatchNormSaved& saved) {
+  const ImageDims d = check_input(x, s, "batch_norm_forward_train");
+  check_vec(gamma, d.c, "gamma");
+  check_vec(beta, d.c, "beta");
+  check_vec(running_mean, d.c, "running_mean");
+  check_vec(running_var, d.c, "running_var");
+  const std::int64_t count = d.n * d.h * d.w;
+  BH_CHECK_AS(InvalidArgument, count > 1,
+              "batch_norm_forward_train: needs more than one value per channel (input {}); use "
+              "a batch of at least 2 or evaluation mode",
+              shape_str(x.shape()));
+  OpCall call;
+  call.inputs = {x.contiguous(), gamma, beta, Tensor(), Tensor()};
+  call.outputs = {Tensor::empty(x.shape(), DType::f32, x.device()),
+                  Tensor::empty({d.c}, DType::f32, x.device()),
+                  Tensor::empty({d.c}, DType::f32, x.device())};
+  call.attrs = bn_attrs(s, true);
+  dispatch("batch_norm_forward", call);
+  saved.mean = call.outputs[1];
+  saved.variance = call.outputs[2];
+  saved.output = s.fuse_relu ? call.outputs[0] : Tensor();
+  saved.training = true;
+  const float m = static_cast<float>(s.momentum);
+  const float unbias = static_cast<float>(count) / static_cast<float>(count - 1);
+  float* rm = running_mean.data<float>();
+  float* rv = running_var.data<float>();
+  const float* bm = saved.mean.data<float>();
+  const float* bv = saved.variance.data<float>();
+  for (std::int64_t c = 0; c < d.c; ++c) {
+    rm[c] = (1.0f - m) * rm[c] + m * bm[c];
+    rv[c] = (1.0f - m) * rv[c] + m * bv[c] * unbias;
+  }
+  return call.outputs[0];
+}
+
+Tensor batch_norm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                               const Tensor& running_mean, const Tensor& running_var,
+                               const BatchNormSpec& s, BatchNormSaved* saved) {
+  const ImageDims d = check_input(x, s, "batch_norm_forward_eval");
+  check_vec(gamma, d.c, "gamma");
+  check_vec(beta, d.c, "beta");
+  check_vec(running_mean, d.c, "running_mean");
+  check_vec(running_var, d.c, "running_var");
+  OpCall call;
+  call.inputs = {x.contiguous(), gamma, beta, running_mean, running_var};
+  call.outputs = {Tensor::empty(x.shape(), DType::f32, x.device()),
+                  Tensor::empty({d.c}, DType::f32, x.device()),
+                  Tensor::empty({d.c}, DType::f32, x.device())};
+  call.attrs = bn_attrs(s, false);
+  dispatch("batch_norm_forward", call);
+  if (saved != nullptr) {
+    saved->mean = call.outputs[1];
+    saved->variance = call.outputs[2];
+    saved->output = s.fuse_relu ? call.outputs[0] : Tensor();
+    saved->training = false;
+  }
+  return call.outputs[0];
+}
+
+Tensor batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                           const BatchNormSaved& saved, const BatchNormSpec& s, Tensor& dgamma,
+                           Tensor& dbeta) {
+  const ImageDims d = check_input(x, s, "batch_norm_backward");
+  BH_CHECK_AS(InvalidArgument, dy.defined() && dy.shape() == x.shape(),
+              "batch_norm_backward: output gradient {} does not match the input {}",
+              dy.defined() ? shape_str(dy.shape()) : "undefined", shape_str(x.shape()));
+  check_vec(gamma, d.c, "gamma");
+  check_vec(dgamma, d.c, "gamma gradient");
+  check_vec(dbeta, d.c, "beta gradient");
+  check_vec(saved.mean, d.c, "saved mean (was the forward pass run with `saved`?)");
+  check_vec(saved.variance, d.c, "saved variance");
+  BH_CHECK_AS(InvalidArgument, !s.fuse_relu || (saved.output.defined() &&
+                                                saved.output.shape() == x.shape()),
+              "batch_norm_backward: fuse_relu needs the forward output saved in `saved.output`");
+  OpCall call;
+  call.inputs = {dy.contiguous(), x.contiguous(), gamma, saved.mean, saved.variance,
+                 s.fuse_relu ? saved.output.contiguous() : Tensor()};
+  call.outputs = {Tensor::empty(x.shape(), DType::f32, x.device()), dgamma, dbeta};
+  call.attrs = bn_attrs(s, saved.training);
+  dispatch("batch_norm_backward", call);
+  return call.outputs[0];
+}
+
+// ---------------------------------------------------------------------------------------------
+// oneDNN implementation
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+struct BnEntry {
+  dnnl::batch_normalization_forward::primitive_desc fwd_pd;
+  dnnl::batch_normalization_forward fwd;
+  std::once_flag bwd_once;  // backward built lazily (inference never needs it)
+  dnnl::batch_normalization_backward::primitive_desc bwd_pd;
+  dnnl::batch_normalization_backward bwd;
+};
+
+PrimitiveCache<BnEntry> g_bn_cache;
+
+normalization_flags bn_flags(bool global_stats, bool fuse_relu) {
+  auto f = normalization_flags::use_scale | normalization_flags::use_shift;
+  if (global_stats) f = f | normalization_flags::use_global_stats;
+  if (fuse_relu) f = f | normalization_flags::fuse_norm_relu;
+  return f;
+}
+
+BnEntry& bn_entry(const ImageDims& d, ImageLayout layout, float eps, dnnl::prop_kind prop,
+                  bool global_stats, bool fuse_relu) {
+  const std::string key =
+      fmt::format("bn|{}|{}x{}x{}x{}|eps{}|relu{}|prop{}|gs{}", image_layout_name(layout), d.n,
+                  d.c, d.h, d.w, eps, fuse_relu ? 1 : 0, static_cast<int>(prop),
+                  global_stats ? 1 : 0);
+  return g_bn_cache.get(key, [&] {
+    auto e = std::make_unique<BnEntry>();
+    dnnl::batch_normalization_forward::desc desc(prop, act_md(d, layout), eps,
+                                                 bn_flags(global_stats, fuse_relu));
+    e->fwd_pd = dnnl::batch_normalization_forward::primitive_desc(desc, cpu_engine());
+    e->fwd = dnnl::batch_normalization_forward(e->fwd_pd);
+    return e;
+  });
+}
+
+void onednn_forward(OpCall& call) {
+  const BatchNormSpec s = bn_spec(call.attrs);
+  const bool training = call.attrs.get_bool("training", true);
+  const Tensor &x = call.inputs[0], &gamma = call.inputs[1], &beta = call.inputs[2];
+  Tensor &y = call.outputs[0], &mean = call.outputs[1], &var = call.outputs[2];
+  const ImageDims d = image_dims(x.shape(), s.layout, "batch_norm_forward");
+  // Training writes the batch statistics into mean/var; inference reads the running ones.
+  // A training-mode primitive with fuse_relu would need a workspace; inference needs none.
+  BnEntry& e = bn_entry(d, s.layout, static_cast<float>(s.eps),
+                        training ? dnnl::prop_kind::forward_training
+                                 : dnnl::prop_kind::forward_inference,
+                        !training, s.fuse_relu);
+  if (!training) {
+    mean.copy_(call.inputs[3]);
+    var.copy_(call.inputs[4]);
+  }
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(act_md(d, s.layout), x)},
+                                       {DNNL_ARG_DST, wrap(act_md(d, s.layout), y)},
+                                       {DNNL_ARG_SCALE, wrap(vec_md(d.c), gamma)},
+                                       {DNNL_ARG_SHIFT, wrap(vec_md(d.c), beta)},
+                                       {DNNL_ARG_MEAN, wrap(vec_md(d.c), mean)},
+                                       {DNNL_ARG_VARIANCE, wrap(vec_md(d.c), var)}};
+  Tensor workspace;
+  if (training && s.fuse_relu) {
+    workspace = bytes_tensor(e.fwd_pd.workspace_desc());
+    args.emplace(DNNL_ARG_WORKSPACE,
+                 memory(e.fwd_pd.workspace_desc(), cpu_engine(), workspace.raw_data()));
+  }
+  e.fwd.execute(cpu_stream(), args);
+  cpu_stream().wait();
+}
+
+void onednn_backward(OpCall& call) {
+  const BatchNormSpec s = bn_spec(call.attrs);
+  const bool global_stats = !call.attrs.get_bool("training", true);
+  const Tensor &x = call.inputs[1], &gamma = call.inputs[2], &mean = call.inputs[3],
+               &var = call.inputs[4];
+  Tensor dy = call.inputs[0];
+  Tensor &dx = call.outputs[0], &dgamma = call.outputs[1], &dbeta = call.outputs[2];
+  const ImageDims d = image_dims(x.shape(), s.layout, "batch_norm_backward");
+  if (s.fuse_relu) {
+    const Tensor& y = call.inputs[5];
+    Tensor masked = Tensor::empty(dy.shape());
+    const float* g = dy.data<float>();
+    const float* out = y.data<float>();
+    float* m = masked.data<float>();
+    const std::int64_t n = dy.numel();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) m[i] = out[i] > 0.0f ? g[i] : 0.0f;
+    dy = masked;
+  }
+  BnEntry& e = bn_entry(d, s.layout, static_cast<float>(s.eps), dnnl::prop_kind::forward_training,
+                        global_stats, false);
+  std::call_once(e.bwd_once, [&] {
+    dnnl::batch_normalization_backward::desc desc(
+        dnnl::prop_kind::backward, act_md(d, s.layout), act_md(d, s.layout),
+        static_cast<float>(s.eps), bn_flags(global_stats, false));
+    e.bwd_pd = dnnl::batch_normalization_backward::primitive_desc(desc, cpu_engine(), e.fwd_pd);
+    e.bwd = dnnl::batch_normalization_backward(e.bwd_pd);
+  });
+  Tensor dscale = Tensor::empty({d.c}), dshift = Tensor::empty({d.c});
+  e.bwd.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(act_md(d, s.layout), x)},
+                               {DNNL_ARG_DIFF_DST, wrap(act_md(d, s.layout), dy)},
+                               {DNNL_ARG_MEAN, wrap(vec_md(d.c), mean)},
+                               {DNNL_ARG_VARIANCE, wrap(vec_md(d.c), var)},
+                               {DNNL_ARG_SCALE, wrap(vec_md(d.c), gamma)},
+                               // oneDNN 2.6 insists on a SHIFT argument with use_shift even
+                               // though the backward never reads it; gamma stands in.
+                               {DNNL_ARG_SHIFT, wrap(vec_md(d.c), gamma)},
+                               {DNNL_ARG_DIFF_SRC, wrap(act_md(d, s.layout), dx)},
+                               {DNNL_ARG_DIFF_SCALE, wrap(vec_md(d.c), dscale)},
+                               {DNNL_ARG_DIFF_SHIFT, wrap(vec_md(d.c), dshift)}});
+  cpu_stream().wait();
+  float* dg = dgamma.data<float>();
+  float* db = dbeta.data<float>();
+  const float* sg = dscale.data<float>();
+  const float* sb = dshift.data<float>();
+  for (std::int64_t c = 0; c < d.c; ++c) {
+    dg[c] += sg[c];
+    db[c] += sb[c];
+  }
+}
+
+std::string onednn_accepts(const OpCall& call) {
+  for (const Tensor& t : call.inputs)
+    if (t.defined() && (t.dtype() != DType::f32 || !t.device().is_cpu()))
+      return "needs f32 CPU tensors";
+  return "";
+}
+
+struct BnCase {
+  ImageLayout layout;
+  bool training, relu;
+};
+const BnCase kCases[] = {{ImageLayout::nchw, true, false},
+                         {ImageLayout::nhwc, true, true},
+                         {ImageLayout::nchw, false, true},
+                         {ImageLayout::nhwc, false, false}};
+
+std::vector<OpCall> forward_cases(std::uint64_t seed) {
+  std::vector<OpCall> out;
+  int k = 0;
+  for (const BnCase& bc : kCases) {
+    BatchNormSpec s;
+    s.layout = bc.layout;
+    s.fuse_relu = bc.relu;
+    const Shape xs = image_shape({3, 5, 4, 3}, bc.layout);
+    OpCall c;
+    Tensor var = conv_random({5}, seed + 10 * k + 5);
+    for (std::int64_t i = 0; i < 5; ++i) var.data<float>()[i] = 0.5f + std::abs(var.data<float>()[i]);
+    c.inputs = {conv_random(xs, seed + 10 * k + 1), conv_random({5}, seed + 10 * k + 2),
+                conv_random({5}, seed + 10 * k + 3),
+                bc.training ? Tensor() : conv_random({5}, seed + 10 * k + 4),
+                bc.training ? Tensor() : var};
+    c.outputs = {Tensor::empty(xs), Tensor::empty({5}), Tensor::empty({5})};
+    c.attrs = bn_attrs(s, bc.training);
+    out.push_back(c);
+    ++k;
+  }
+  return out;
+}
+
+std::vector<OpCall> backward_cases(std::uint64_t seed) {
+  std::vector<OpCall> out;
+  int k = 0;
+  for (const BnCase& bc : kCases) {
+    BatchNormSpec s;
+    s.layout = bc.layout;
+    s.fuse_relu = bc.relu;
+    const Shape xs = image_shape({3, 5, 4, 3}, bc.layout);
+    OpCall c;
+    Tensor var = conv_random({5}, seed + 10 * k + 5);
+    for (std::int64_t i = 0; i < 5; ++i) var.data<float>()[i] = 0.5f + std::abs(var.data<float>()[i]);
+    c.inputs = {conv_random(xs, seed + 10 * k + 1), conv_random(xs, seed + 10 * k + 2),
+                conv_random({5}, seed + 10 * k + 3), conv_random({5}, seed + 10 * k + 4), var,
+                bc.relu ? conv_random(xs, seed + 10 * k + 6) : Tensor()};
+    c.outputs = {Tensor::empty(xs), Tensor::zeros({5}), Tensor::zeros({5})};
+    c.attrs = bn_attrs(s, bc.training);
+    out.push_back(c);
+    ++k;
+  }
+  return out;
+}
+
+OpImpl onednn_impl(std::function<void(OpCall&)> run) {
+  OpImpl impl;
+  impl.name = "cpu.onednn";
+  impl.device = DeviceType::cpu;
+  impl.priority = 100;
+  impl.accepts = onednn_accepts;
+  impl.run = std::move(run);
+  return impl;
+}
+
+const bool registered = [] {
+  register_op({"batch_norm_forward",
+               "{x, gamma [C], beta [C], mean [C]? var [C]? (eval)} -> {y, mean, var (biased "
+               "batch stats, or copies of the running ones)}; attrs eps, training, fuse_relu, "
+               "layout",
+               forward_cases, 1e-4, 1e-4, {}});
+  register_op({"batch_norm_backward",
+               "{dy, x, gamma, mean, var, y? (fuse_relu)} -> {dx, dgamma +=, dbeta +=}; attrs "
+               "eps, training (false: frozen statistics), fuse_relu, layout",
+               backward_cases, 1e-4, 1e-4, {}});
+  register_op_impl("batch_norm_forward", onednn_impl(onednn_forward));
+  register_op_impl("batch_norm_backward", onednn_impl(onednn_backward));
+  return true;
+}();
+
+}  // namespace
+}  // namespace benchhost::nn

@@ -1,0 +1,132 @@
+#pragma once
+// oneDNN plumbing shared by the CPU convolution, batch norm and pooling ops (conv2d.cpp,
+// batchnorm.cpp, pooling.cpp). Private to the SDK.
+//
+// Note [Primitive cache]
+// Building a oneDNN primitive (choosing an implementation, JIT-compiling its kernel) costs
+// 0.1-10 ms, far more than running a small convolution, and a training step of ResNet-50 runs
+// ~160 primitives. Each op therefore builds its primitive once per distinct key (op name, shapes,
+// layout, geometry) and keeps it in a process-wide map. A model has a fixed set of shapes, so
+// the cache stays small (ResNet-50: a few hundred entries); it is never evicted. Lookups hold a
+// mutex only while finding or inserting, never while executing.
+//
+// Note [Memory formats]
+// Our tensors are plain (nchw or nhwc). oneDNN's fastest kernels for fp32 on AVX-512 want
+// blocked formats (nChw16c activations, OIhw16i16o weights). For NHWC, oneDNN has JIT kernels
+// that read and write nhwc directly, so activations are passed as they are. For NCHW, plain nchw
+// falls to an im2col+GEMM path, so activations are reordered into whatever the primitive asks
+// for ("any") and back, which is what PyTorch's eager CPU path does too. Weights are always
+// passed as "any" and reordered from OIHW each call (cheap next to the convolution; a weight
+// cache keyed on a version counter would remove it, see conv2d.cpp).
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "benchhost/error.hpp"
+#include "benchhost/nn/conv.hpp"
+#include "benchhost/tensor.hpp"
+
+namespace benchhost::nn::conv_detail {
+
+inline dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+/// One stream per thread: a dnnl::stream is not meant to be shared between threads.
+inline dnnl::stream& cpu_stream() {
+  thread_local dnnl::stream stream(cpu_engine());
+  return stream;
+}
+
+/// A process-wide cache of T (a struct of primitives and descriptors) by string key.
+template <class T>
+class PrimitiveCache {
+ public:
+  T& get(const std::string& key, const std::function<std::unique_ptr<T>()>& build) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = map_.find(key);
+      if (it != map_.end()) return *it->second;
+    }
+    std::unique_ptr<T> made = build();  // outside the lock: building can take milliseconds
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto [it, inserted] = map_.emplace(key, std::move(made));
+    return *it->second;
+  }
+  std::size_t size() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return map_.size();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::unique_ptr<T>> map_;
+};
+
+inline dnnl::memory::dims dims4(const ImageDims& d) { return {d.n, d.c, d.h, d.w}; }
+
+inline dnnl::memory::format_tag act_tag(ImageLayout layout) {
+  return layout == ImageLayout::nchw ? dnnl::memory::format_tag::nchw
+                                     : dnnl::memory::format_tag::nhwc;
+}
+
+/// Plain activation descriptor for an image tensor.
+inline dnnl::memory::desc act_md(const ImageDims& d, ImageLayout layout) {
+  return dnnl::memory::desc(dims4(d), dnnl::memory::data_type::f32, act_tag(layout));
+}
+
+inline dnnl::memory::desc vec_md(std::int64_t n) {
+  return dnnl::memory::desc({n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::x);
+}
+
+/// Check a tensor is a contiguous f32 CPU tensor; returns it contiguous (copy if strided).
+inline Tensor cpu_f32(const Tensor& t, const char* op, const char* what) {
+  BH_CHECK_AS(InvalidArgument, t.defined(), "{}: {} is undefined", op, what);
+  if (!t.device().is_cpu())
+    BH_THROW(Unsupported, "{}: {} is on {}; only CPU kernels are built for this op so far", op,
+             what, t.device().str());
+  if (t.dtype() != DType::f32)
+    BH_THROW(Unsupported, "{}: {} has dtype {}; only f32 is implemented", op, what,
+             dtype_name(t.dtype()));
+  return t.is_contiguous() ? t : t.contiguous();
+}
+
+inline dnnl::memory wrap(const dnnl::memory::desc& md, const Tensor& t) {
+  return dnnl::memory(md, cpu_engine(), t.raw_data());
+}
+
+/// A tensor holding raw bytes for a oneDNN memory of descriptor md (workspaces, blocked copies).
+inline Tensor bytes_tensor(const dnnl::memory::desc& md) {
+  const auto bytes = static_cast<std::int64_t>(md.get_size());
+  return Tensor::empty({bytes > 0 ? bytes : 1}, DType::u8);
+}
+
+/// A reorder from `src` to `dst`, or an empty optional when they are the same format.
+/// `accumulate` adds into the destination (post-op sum): how blocked weight gradients are
+/// accumulated into plain parameter gradients in one pass.
+inline dnnl::reorder make_reorder(const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
+                                  bool accumulate = false) {
+  dnnl::primitive_attr attr;
+  if (accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  return dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), src, cpu_engine(), dst, attr));
+}
+
+/// Run a reorder between two raw buffers.
+inline void run_reorder(dnnl::reorder& r, const dnnl::memory::desc& src_md, void* src,
+                        const dnnl::memory::desc& dst_md, void* dst) {
+  dnnl::memory s(src_md, cpu_engine(), src), d(dst_md, cpu_engine(), dst);
+  r.execute(cpu_stream(), {{DNNL_ARG_FROM, s}, {DNNL_ARG_TO, d}});
+}
+
+}  // namespace benchhost::nn::conv_detail

@@ -1,0 +1,297 @@
+// Max, average and global average pooling: the public functions of nn/conv.hpp, the op
+// declarations and the oneDNN CPU implementation, forward and backward.
+//
+// Layout and precision: fp32 NCHW or NHWC in place (oneDNN's JIT pooling reads both plain
+// layouts). Global average pooling is an average pooling whose window is the whole image.
+// Max pooling backward takes (dy, x, y) rather than an index tensor so that the op is
+// implementation-neutral; oneDNN's backward needs its own workspace (argmax in its encoding),
+// so the oneDNN implementation re-runs the forward to produce it. Max pooling is one layer of
+// ResNet-50 and memory-bound; the extra forward costs about as much as reading dy once.
+
+#include <fmt/format.h>
+
+#include "nn/cpu/conv_common.hpp"
+#include "nn/cpu/conv_dnnl.hpp"
+
+namespace benchhost::nn {
+
+using namespace conv_detail;
+using dnnl::memory;
+
+namespace {
+
+struct PoolEntry {
+  dnnl::pooling_forward::primitive_desc fwd_pd;
+  dnnl::pooling_forward fwd;
+  std::once_flag bwd_once;
+  dnnl::pooling_backward::primitive_desc bwd_pd;
+  dnnl::pooling_backward bwd;
+};
+
+PrimitiveCache<PoolEntry> g_pool_cache;
+
+dnnl::algorithm pool_algorithm(bool max, const Pool2dSpec& s) {
+  if (max) return dnnl::algorithm::pooling_max;
+  return s.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                             : dnnl::algorithm::pooling_avg_exclude_padding;
+}
+
+PoolEntry& pool_entry(const PoolGeometry& g, const Pool2dSpec& s, bool max) {
+  const std::string key = fmt::format(
+      "pool|{}|{}|{}x{}x{}x{}|k{}x{}s{}x{}p{}x{}|inc{}", max ? "max" : "avg",
+      image_layout_name(s.layout), g.x.n, g.x.c, g.x.h, g.x.w, s.kernel_h, s.kernel_w,
+      s.stride_h, s.stride_w, s.pad_h, s.pad_w, s.count_include_pad ? 1 : 0);
+  return g_pool_cache.get(key, [&] {
+    auto e = std::make_unique<PoolEntry>();
+    const memory::dims strides{s.stride_h, s.stride_w}, kernel{s.kernel_h, s.kernel_w},
+        pad{s.pad_h, s.pad_w};
+    dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_training, pool_algorithm(max, s),
+                                  act_md(g.x, s.layout), act_md(g.y, s.layout), strides, kernel,
+                                  pad, pad);
+    e->fwd_pd = dnnl::pooling_forward::primitive_desc(d, cpu_engine());
+    e->fwd = dnnl::pooling_forward(e->fwd_pd);
+    return e;
+  });
+}
+
+void build_backward(PoolEntry& e, const PoolGeometry& g, const Pool2dSpec& s, bool max) {
+  std::call_once(e.bwd_once, [&] {
+    const memory::dims strides{s.stride_h, s.stride_w}, kernel{s.kernel_h, s.kernel_w},
+        pad{s.pad_h, s.pad_w};
+    dnnl::pooling_backward::desc d(pool_algorithm(max, s), act_md(g.x, s.layout),
+                                   act_md(g.y, s.layout), strides, kernel, pad, pad);
+    e.bwd_pd = dnnl::pooling_backward::primitive_desc(d, cpu_engine(), e.fwd_pd);
+    e.bwd = dnnl::pooling_backward(e.bwd_pd);
+  });
+}
+
+void onednn_pool_forward(OpCall& call, bool max) {
+  const Pool2dSpec s = pool_spec(call.attrs);
+  const Tensor& x = call.inputs[0];
+  Tensor& y = call.outputs[0];
+  const PoolGeometry g = pool_geometry(x.shape(), s, "pool2d_forward");
+  PoolEntry& e = pool_entry(g, s, max);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(act_md(g.x, s.layout), x)},
+                                       {DNNL_ARG_DST, wrap(act_md(g.y, s.layout), y)}};
+  Tensor workspace;
+  if (max) {
+    workspace = bytes_tensor(e.fwd_pd.workspace_desc());
+    args.emplace(DNNL_ARG_WORKSPACE,
+                 memory(e.fwd_pd.workspace_desc(), cpu_engine(), workspace.raw_data()));
+  }
+  e.fwd.execute(cpu_stream(), args);
+  cpu_stream().wait();
+}
+
+void onednn_pool_backward(OpCall& call, bool max) {
+  const Pool2dSpec s = pool_spec(call.attrs);
+  const Tensor& dy = call.inputs[0];
+  Tensor& dx = call.outputs[0];
+  const PoolGeometry g = pool_geometry(dx.shape(), s, "pool2d_backward");
+  PoolEntry& e = pool_entry(g, s, max);
+  build_backward(e, g, s, max);
+  std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, wrap(act_md(g.y, s.layout), dy)},
+                                       {DNNL_ARG_DIFF_SRC, wrap(act_md(g.x, s.layout), dx)}};
+  Tensor workspace, y_scratch;
+  if (max) {
+    // Recompute the argmax workspace from x (inputs[1]); see the note at the top.
+    workspace = bytes_tensor(e.fwd_pd.workspace_desc());
+    y_scratch = Tensor::empty(image_shape(g.y, s.layout));
+    memory ws(e.fwd_pd.workspace_desc(), cpu_engine(), workspace.raw_data());
+    e.fwd.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(act_md(g.x, s.layout), call.inputs[1])},
+                                 {DNNL_ARG_DST, wrap(act_md(g.y, s.layout), y_scratch)},
+                                 {DNNL_ARG_WORKSPACE, ws}});
+    args.emplace(DNNL_ARG_WORKSPACE, ws);
+  }
+  e.bwd.execute(cpu_stream(), args);
+  cpu_stream().wait();
+}
+
+void check_f32(const Tensor& t, const char* op, const char* what) {
+  BH_CHECK_AS(InvalidArgument, t.defined(), "{}: {} is undefined", op, what);
+  if (t.dtype() != DType::f32)
+    BH_THROW(Unsupported, "{}: {} has dtype {}; only f32 is implemented", op, what,
+             dtype_name(t.dtype()));
+}
+
+Tensor pool_forward(const Tensor& x, const Pool2dSpec& s, bool max, const char* op) {
+  check_f32(x, op, "input");
+  const PoolGeometry g = pool_geometry(x.shape(), s, op);
+  OpCall call;
+  call.inputs = {x.contiguous()};
+  call.outputs = {Tensor::empty(image_shape(g.y, s.layout), DType::f32, x.device())};
+  call.attrs = pool_attrs(s);
+  dispatch(max ? "max_pool2d_forward" : "avg_pool2d_forward", call);
+  return call.outputs[0];
+}
+
+Tensor pool_backward(const Tensor& dy, const Shape& x_shape, const Pool2dSpec& s, const Tensor* x,
+                     const Tensor* y, const char* op) {
+  check_f32(dy, op, "output gradient");
+  const PoolGeometry g = pool_geometry(x_shape, s, op);
+  BH_CHECK_AS(InvalidArgument, dy.shape() == image_shape(g.y, s.layout),
+              "{}: output gradient {} does not match the forward output {}", op,
+              shape_str(dy.shape()), shape_str(image_shape(g.y, s.layout)));
+  OpCall call;
+  call.inputs = {dy.contiguous()};
+  if (x != nullptr) {
+    check_f32(*x, op, "forward input");
+    check_f32(*y, op, "forward output");
+    BH_CHECK_AS(InvalidArgument, y->shape() == dy.shape(),
+                "{}: forward output {} does not match the output gradient {}", op,
+                shape_str(y->shape()), shape_str(dy.shape()));
+    call.inputs.push_back(x->contiguous());
+    call.inputs.push_back(y->contiguous());
+  }
+  call.outputs = {Tensor::empty(x_shape, DType::f32, dy.device())};
+  call.attrs = pool_attrs(s);
+  dispatch(x != nullptr ? "max_pool2d_backward" : "avg_pool2d_backward", call);
+  return call.outputs[0];
+}
+
+Pool2dSpec global_spec(const Shape& x_shape, ImageLayout layout) {
+  const ImageDims d = image_dims(x_shape, layout, "global_avg_pool input");
+  Pool2dSpec s;
+  s.kernel_h = s.stride_h = d.h;
+  s.kernel_w = s.stride_w = d.w;
+  s.pad_h = s.pad_w = 0;
+  s.count_include_pad = true;
+  s.layout = layout;
+  return s;
+}
+
+}  // namespace
+
+Shape pool2d_output_shape(const Shape& x, const Pool2dSpec& spec) {
+  return image_shape(pool_geometry(x, spec, "pool2d").y, spec.layout);
+}
+
+Tensor max_pool2d_forward(const Tensor& x, const Pool2dSpec& spec) {
+  return pool_forward(x, spec, true, "max_pool2d_forward");
+}
+
+Tensor max_pool2d_backward(const Tensor& dy, const Tensor& x, const Tensor& y,
+                           const Pool2dSpec& spec) {
+  BH_CHECK_AS(InvalidArgument, x.defined() && y.defined(),
+              "max_pool2d_backward: needs the forward input and output");
+  return pool_backward(dy, x.shape(), spec, &x, &y, "max_pool2d_backward");
+}
+
+Tensor avg_pool2d_forward(const Tensor& x, const Pool2dSpec& spec) {
+  return pool_forward(x, spec, false, "avg_pool2d_forward");
+}
+
+Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dSpec& spec) {
+  return pool_backward(dy, x_shape, spec, nullptr, nullptr, "avg_pool2d_backward");
+}
+
+Tensor global_avg_pool_forward(const Tensor& x, ImageLayout layout) {
+  const Pool2dSpec s = global_spec(x.shape(), layout);
+  Tensor y = pool_forward(x, s, false, "global_avg_pool_forward");
+  // [N, C, 1, 1] and [N, 1, 1, C] hold the same bytes as [N, C].
+  return y.view({y.numel() / image_dims(x.shape(), layout, "global_avg_pool").c,
+                 image_dims(x.shape(), layout, "global_avg_pool").c});
+}
+
+Tensor global_avg_pool_backward(const Tensor& dy, const Shape& x_shape, ImageLayout layout) {
+  const Pool2dSpec s = global_spec(x_shape, layout);
+  const ImageDims d = image_dims(x_shape, layout, "global_avg_pool_backward");
+  BH_CHECK_AS(InvalidArgument, dy.shape() == Shape({d.n, d.c}),
+              "global_avg_pool_backward: output gradient {} should be [{}, {}]",
+              shape_str(dy.shape()), d.n, d.c);
+  const Tensor dy4 = dy.contiguous().view(image_shape({d.n, d.c, 1, 1}, layout));
+  return pool_backward(dy4, x_shape, s, nullptr, nullptr, "global_avg_pool_backward");
+}
+
+namespace {
+
+std::string onednn_accepts(const OpCall& call) {
+  for (const Tensor& t : call.inputs)
+    if (t.defined() && (t.dtype() != DType::f32 || !t.device().is_cpu()))
+      return "needs f32 CPU tensors";
+  return "";
+}
+
+std::vector<Pool2dSpec> example_specs(bool max) {
+  std::vector<Pool2dSpec> v;
+  for (ImageLayout layout : {ImageLayout::nchw, ImageLayout::nhwc}) {
+    Pool2dSpec a;  // ResNet stem: 3x3 stride 2 pad 1
+    a.kernel_h = a.kernel_w = 3;
+    a.stride_h = a.stride_w = 2;
+    a.pad_h = a.pad_w = 1;
+    a.layout = layout;
+    a.count_include_pad = !max && layout == ImageLayout::nchw;
+    Pool2dSpec b;  // non-square, non-overlapping
+    b.kernel_h = 2;
+    b.kernel_w = 3;
+    b.stride_h = 2;
+    b.stride_w = 3;
+    b.layout = layout;
+    v.push_back(a);
+    v.push_back(b);
+  }
+  return v;
+}
+
+std::vector<OpCall> make_cases(std::uint64_t seed, bool max, bool backward) {
+  std::vector<OpCall> out;
+  int k = 0;
+  for (const Pool2dSpec& s : example_specs(max)) {
+    const Shape xs = image_shape({2, 3, 7, 9}, s.layout);
+    const Shape ys = pool2d_output_shape(xs, s);
+    OpCall c;
+    c.attrs = pool_attrs(s);
+    if (!backward) {
+      c.inputs = {conv_random(xs, seed + 10 * k + 1)};
+      c.outputs = {Tensor::empty(ys)};
+    } else {
+      c.inputs = {conv_random(ys, seed + 10 * k + 2)};
+      if (max) {
+        Tensor x = conv_random(xs, seed + 10 * k + 1);
+        c.inputs.push_back(x);
+        c.inputs.push_back(max_pool2d_forward(x, s));
+      }
+      c.outputs = {Tensor::empty(xs)};
+    }
+    out.push_back(c);
+    ++k;
+  }
+  return out;
+}
+
+OpImpl onednn_impl(std::function<void(OpCall&)> run) {
+  OpImpl impl;
+  impl.name = "cpu.onednn";
+  impl.device = DeviceType::cpu;
+  impl.priority = 100;
+  impl.accepts = onednn_accepts;
+  impl.run = std::move(run);
+  return impl;
+}
+
+const bool registered = [] {
+  const char* attrs = "attrs kernel, stride, pad, count_include_pad (avg), layout";
+  register_op({"max_pool2d_forward", fmt::format("{{x}} -> {{y}}; {}", attrs),
+               [](std::uint64_t seed) { return make_cases(seed, true, false); }, 1e-6, 1e-6, {}});
+  register_op({"max_pool2d_backward",
+               fmt::format("{{dy, x, y}} -> {{dx}} (argmax: first maximum of each window); {}",
+                           attrs),
+               [](std::uint64_t seed) { return make_cases(seed, true, true); }, 1e-6, 1e-6, {}});
+  register_op({"avg_pool2d_forward", fmt::format("{{x}} -> {{y}}; {}", attrs),
+               [](std::uint64_t seed) { return make_cases(seed, false, false); }, 1e-5, 1e-5, {}});
+  register_op({"avg_pool2d_backward",
+               fmt::format("{{dy}} -> {{dx}} (dx has the forward input's shape); {}", attrs),
+               [](std::uint64_t seed) { return make_cases(seed, false, true); }, 1e-5, 1e-5, {}});
+  register_op_impl("max_pool2d_forward",
+                   onednn_impl([](OpCall& c) { onednn_pool_forward(c, true); }));
+  register_op_impl("max_pool2d_backward",
+                   onednn_impl([](OpCall& c) { onednn_pool_backward(c, true); }));
+  register_op_impl("avg_pool2d_forward",
+                   onednn_impl([](OpCall& c) { onednn_pool_forward(c, false); }));
+  register_op_impl("avg_pool2d_backward",
+                   onednn_impl([](OpCall& c) { onednn_pool_backward(c, false); }));
+  return true;
+}();
+
+}  // namespace
+}  // namespace benchhost::nn
