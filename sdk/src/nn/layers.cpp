@@ -1,0 +1,198 @@
+// Linear, LayerNorm, Embedding, Dropout, ActivationLayer, MultiHeadAttention (nn/layers.hpp).
+
+#include "benchhost/nn/layers.hpp"
+
+#include <algorithm>
+
+#include "benchhost/error.hpp"
+#include "benchhost/random.hpp"
+
+namespace benchhost::nn {
+
+namespace {
+
+Tensor normal_init(const Shape& shape, std::uint64_t seed, std::uint64_t stream, float stddev) {
+  Tensor t = Tensor::empty(shape, DType::f32);
+  Rng rng(seed, stream);
+  float* p = t.data<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = rng.normal(0.0f, stddev);
+  return t;
+}
+
+constexpr float kInitStd = 0.02f;
+
+}  // namespace
+
+// ---- Linear ----
+
+Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias, Activation act,
+               std::uint64_t init_seed)
+    : in_(in_features), out_(out_features), act_(act) {
+  BH_CHECK_AS(InvalidArgument, in_features > 0 && out_features > 0,
+              "Linear needs positive sizes, got in={} out={}", in_features, out_features);
+  weight_ = &register_parameter("weight", normal_init({out_, in_}, init_seed, 0x4c494e, kInitStd));
+  if (bias) bias_ = &register_parameter("bias", Tensor::zeros({out_}), /*weight_decay=*/false);
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  x_ = x;
+  return linear_forward(x, weight_->value, bias_ ? bias_->value : Tensor{}, act_,
+                        act_ == Activation::none ? nullptr : &preact_);
+}
+
+Tensor Linear::backward(const Tensor& dy) {
+  BH_CHECK_AS(InvalidArgument, x_.defined(), "Linear::backward called before forward");
+  Tensor none;
+  Tensor dx = linear_backward(dy, x_, weight_->value, preact_, act_, weight_->grad,
+                              bias_ ? bias_->grad : none);
+  weight_->mark_grad_ready();
+  if (bias_) bias_->mark_grad_ready();
+  x_ = Tensor{};
+  preact_ = Tensor{};
+  return dx;
+}
+
+// ---- LayerNorm ----
+
+LayerNorm::LayerNorm(std::int64_t features, float eps) : eps_(eps) {
+  BH_CHECK_AS(InvalidArgument, features > 0, "LayerNorm needs a positive size, got {}", features);
+  gamma_ = &register_parameter("weight", Tensor::full({features}, 1.0), false);
+  beta_ = &register_parameter("bias", Tensor::zeros({features}), false);
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  x_ = x;
+  return layernorm_forward(x, gamma_->value, beta_->value, eps_, &saved_);
+}
+
+Tensor LayerNorm::backward(const Tensor& dy) {
+  BH_CHECK_AS(InvalidArgument, x_.defined(), "LayerNorm::backward called before forward");
+  Tensor dx = layernorm_backward(dy, x_, gamma_->value, saved_, gamma_->grad, beta_->grad);
+  gamma_->mark_grad_ready();
+  beta_->mark_grad_ready();
+  x_ = Tensor{};
+  return dx;
+}
+
+// ---- Embedding ----
+
+Embedding::Embedding(std::int64_t num_embeddings, std::int64_t dim, bool sparse_grad,
+                     std::uint64_t init_seed)
+    : num_(num_embeddings), dim_(dim), sparse_(sparse_grad) {
+  BH_CHECK_AS(InvalidArgument, num_embeddings > 0 && dim > 0,
+              "Embedding needs positive sizes, got {} x {}", num_embeddings, dim);
+  weight_ = &register_parameter("weight", normal_init({num_, dim_}, init_seed, 0x454d42, kInitStd));
+}
+
+Tensor Embedding::forward(const Tensor& ids) {
+  ids_ = ids;
+  return embedding_forward(ids, weight_->value);
+}
+
+void Embedding::backward(const Tensor& dy) {
+  BH_CHECK_AS(InvalidArgument, ids_.defined(), "Embedding::backward called before forward");
+  if (!sparse_) {
+    embedding_backward(dy, ids_, weight_->grad);
+  } else {
+    SparseRows sr = embedding_backward_sparse(dy, ids_, num_);
+    // Accumulate the rows into the dense buffer and extend the row set (union, sorted).
+    embedding_backward(sr.grad, sr.rows, weight_->grad);
+    if (weight_->sparse_rows.defined()) {
+      Tensor old = weight_->sparse_rows.to(Device::cpu());
+      Tensor add = sr.rows.to(Device::cpu());
+      std::vector<std::int64_t> u(old.data<std::int64_t>(), old.data<std::int64_t>() + old.numel());
+      u.insert(u.end(), add.data<std::int64_t>(), add.data<std::int64_t>() + add.numel());
+      std::sort(u.begin(), u.end());
+      u.erase(std::unique(u.begin(), u.end()), u.end());
+      weight_->sparse_rows = Tensor::from_vector_i64(u, {static_cast<std::int64_t>(u.size())},
+                                                     weight_->grad.device());
+    } else {
+      weight_->sparse_rows = sr.rows;
+    }
+  }
+  weight_->mark_grad_ready();
+  ids_ = Tensor{};
+}
+
+// ---- Dropout ----
+
+Dropout::Dropout(float p, const DropoutRng* rng, std::uint64_t stream_id)
+    : p_(p), rng_(rng), stream_id_(stream_id) {
+  BH_CHECK_AS(InvalidArgument, p >= 0.0f && p < 1.0f, "dropout probability must be in [0, 1), got {}", p);
+  BH_CHECK_AS(InvalidArgument, p == 0.0f || rng != nullptr, "Dropout with p={} needs a DropoutRng", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) {
+  active_ = is_training() && p_ > 0.0f;
+  if (!active_) return x;
+  return dropout_forward(x, p_, rng_->seed, rng_->step, stream_id_, &saved_);
+}
+
+Tensor Dropout::backward(const Tensor& dy) {
+  if (!active_) return dy;
+  Tensor dx = dropout_backward(dy, saved_);
+  saved_ = DropoutSaved{};
+  return dx;
+}
+
+// ---- ActivationLayer ----
+
+Tensor ActivationLayer::forward(const Tensor& x) {
+  x_ = x;
+  return activation_forward(x, act_);
+}
+
+Tensor ActivationLayer::backward(const Tensor& dy) {
+  Tensor dx = activation_backward(dy, x_, act_);
+  x_ = Tensor{};
+  return dx;
+}
+
+// ---- MultiHeadAttention ----
+
+MultiHeadAttention::MultiHeadAttention(std::int64_t hidden, std::int64_t heads,
+                                       float attention_dropout, const DropoutRng* rng,
+                                       std::uint64_t stream_id, std::uint64_t init_seed)
+    : hidden_(hidden), heads_(heads), attn_dropout_(attention_dropout), rng_(rng),
+      stream_id_(stream_id) {
+  BH_CHECK_AS(InvalidArgument, heads > 0 && hidden % heads == 0,
+              "MultiHeadAttention: {} heads must divide hidden size {}", heads, hidden);
+  BH_CHECK_AS(InvalidArgument, attention_dropout == 0.0f || rng != nullptr,
+              "MultiHeadAttention with dropout {} needs a DropoutRng", attention_dropout);
+  qkv_ = &register_module("qkv", std::make_unique<Linear>(hidden, 3 * hidden, true, Activation::none,
+                                                          mix64(init_seed ^ 0x71)));
+  out_ = &register_module("out", std::make_unique<Linear>(hidden, hidden, true, Activation::none,
+                                                          mix64(init_seed ^ 0x72)));
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x, const AttentionMask& mask) {
+  BH_CHECK_AS(InvalidArgument, x.dim() == 3 && x.size(2) == hidden_,
+              "MultiHeadAttention expects x [B, T, {}], got {}", hidden_, shape_str(x.shape()));
+  x_shape_ = x.shape();
+  const std::int64_t B = x.size(0), T = x.size(1), D = hidden_ / heads_;
+  Tensor qkv = qkv_->forward(x).view({B, T, 3, heads_, D});
+  Tensor qkv_h = permute_copy(qkv, {2, 0, 3, 1, 4});  // [3, B, H, T, D]
+  q_ = qkv_h.select(0, 0);
+  k_ = qkv_h.select(0, 1);
+  v_ = qkv_h.select(0, 2);
+  const bool drop = is_training() && attn_dropout_ > 0.0f;
+  Tensor o = sdpa_forward(q_, k_, v_, mask, 0.0f, &saved_, drop ? attn_dropout_ : 0.0f,
+                          drop ? rng_->seed : 0, drop ? rng_->step : 0, stream_id_);
+  Tensor merged = permute_copy(o, {0, 2, 1, 3}).view({B, T, hidden_});  // [B, T, H*D]
+  return out_->forward(merged);
+}
+
+Tensor MultiHeadAttention::backward(const Tensor& dy) {
+  BH_CHECK_AS(InvalidArgument, q_.defined(), "MultiHeadAttention::backward called before forward");
+  const std::int64_t B = x_shape_[0], T = x_shape_[1], D = hidden_ / heads_;
+  Tensor dmerged = out_->backward(dy).view({B, T, heads_, D});
+  Tensor dout = permute_copy(dmerged, {0, 2, 1, 3});  // [B, H, T, D]
+  AttentionGrads g = sdpa_backward(dout, q_, k_, v_, saved_, 0.0f);
+  Tensor dqkv_h = concat({g.dq.unsqueeze(0), g.dk.unsqueeze(0), g.dv.unsqueeze(0)}, 0);  // [3, B, H, T, D]
+  Tensor dqkv = permute_copy(dqkv_h, {1, 3, 0, 2, 4}).view({B, T, 3 * hidden_});
+  q_ = k_ = v_ = Tensor{};
+  saved_ = AttentionSaved{};
+  return qkv_->backward(dqkv);
+}
+
+}  // namespace benchhost::nn

@@ -1,0 +1,175 @@
+#include "benchhost/nn/registry.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "benchhost/error.hpp"
+
+namespace benchhost::nn {
+
+// ---- Attrs ----
+
+Attrs& Attrs::set(std::string name, double value) {
+  for (auto& [k, v] : scalars_)
+    if (k == name) {
+      v = value;
+      return *this;
+    }
+  scalars_.emplace_back(std::move(name), value);
+  return *this;
+}
+
+Attrs& Attrs::set_ints(std::string name, std::vector<std::int64_t> values) {
+  for (auto& [k, v] : lists_)
+    if (k == name) {
+      v = std::move(values);
+      return *this;
+    }
+  lists_.emplace_back(std::move(name), std::move(values));
+  return *this;
+}
+
+bool Attrs::has(std::string_view name) const {
+  for (const auto& [k, v] : scalars_)
+    if (k == name) return true;
+  for (const auto& [k, v] : lists_)
+    if (k == name) return true;
+  return false;
+}
+
+double Attrs::get(std::string_view name, double fallback) const {
+  for (const auto& [k, v] : scalars_)
+    if (k == name) return v;
+  return fallback;
+}
+
+double Attrs::get(std::string_view name) const {
+  for (const auto& [k, v] : scalars_)
+    if (k == name) return v;
+  BH_THROW(InvalidArgument, "op attribute '{}' is required but missing (have: {})", name, str());
+}
+
+const std::vector<std::int64_t>& Attrs::get_ints(std::string_view name) const {
+  static const std::vector<std::int64_t> kEmpty;
+  for (const auto& [k, v] : lists_)
+    if (k == name) return v;
+  return kEmpty;
+}
+
+std::string Attrs::str() const {
+  std::string s;
+  for (const auto& [k, v] : scalars_) s += fmt::format("{}{}={}", s.empty() ? "" : ", ", k, v);
+  for (const auto& [k, v] : lists_)
+    s += fmt::format("{}{}=[{}]", s.empty() ? "" : ", ", k, fmt::join(v, ", "));
+  return s;
+}
+
+// ---- registry ----
+
+namespace {
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+bool verbose_ops() {
+  static const bool on = [] {
+    const char* v = std::getenv("BENCHHOST_VERBOSE_OPS");
+    return v && *v && *v != '0';
+  }();
+  return on;
+}
+std::string describe_call(const OpCall& call) {
+  std::string s;
+  for (const auto& t : call.inputs)
+    s += (s.empty() ? "" : ", ") + (t.defined() ? t.describe() : std::string("-"));
+  return s;
+}
+}  // namespace
+
+OpRegistry& OpRegistry::instance() {
+  static OpRegistry r;
+  return r;
+}
+
+void OpRegistry::register_op(OpDef def) {
+  std::lock_guard lock(registry_mutex());
+  for (auto& op : ops_) {
+    if (op.name != def.name) continue;
+    if (op.doc.empty()) op.doc = std::move(def.doc);
+    if (!op.make_cases) op.make_cases = std::move(def.make_cases);
+    op.atol = std::max(op.atol, def.atol);
+    op.rtol = std::max(op.rtol, def.rtol);
+    for (auto& impl : def.impls) op.impls.push_back(std::move(impl));
+    std::stable_sort(op.impls.begin(), op.impls.end(),
+                     [](const OpImpl& a, const OpImpl& b) { return a.priority > b.priority; });
+    return;
+  }
+  std::stable_sort(def.impls.begin(), def.impls.end(),
+                   [](const OpImpl& a, const OpImpl& b) { return a.priority > b.priority; });
+  ops_.push_back(std::move(def));
+}
+
+void OpRegistry::register_impl(const std::string& op, OpImpl impl) {
+  BH_CHECK(static_cast<bool>(impl.run), "op {} implementation {} has no run function", op,
+           impl.name);
+  OpDef def;
+  def.name = op;
+  def.atol = 0;
+  def.rtol = 0;
+  def.impls.push_back(std::move(impl));
+  register_op(std::move(def));
+}
+
+const OpDef* OpRegistry::find(std::string_view op) const {
+  for (const auto& d : ops_)
+    if (d.name == op) return &d;
+  return nullptr;
+}
+
+const OpDef& OpRegistry::get(std::string_view op) const {
+  if (const OpDef* d = find(op)) return *d;
+  BH_THROW(Unsupported, "no op named '{}' is registered (registered: {})", op,
+           fmt::join(op_names(), ", "));
+}
+
+std::vector<std::string> OpRegistry::op_names() const {
+  std::vector<std::string> names;
+  for (const auto& d : ops_) names.push_back(d.name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+const OpImpl& OpRegistry::select(const OpDef& def, const OpCall& call, DeviceType device) const {
+  std::string refusals;
+  for (const auto& impl : def.impls) {
+    if (impl.device != device) continue;
+    std::string why = impl.accepts ? impl.accepts(call) : std::string();
+    if (why.empty()) {
+      if (verbose_ops())
+        std::fprintf(stderr, "benchhost_verbose,op,%s,impl,%s,%s%s\n", def.name.c_str(),
+                     impl.name.c_str(), describe_call(call).c_str(), refusals.c_str());
+      return impl;
+    }
+    refusals += fmt::format("; {} refused: {}", impl.name, why);
+  }
+  BH_THROW(Unsupported, "op {} has no implementation for device type {} that accepts ({}) [{}]{}",
+           def.name, device == DeviceType::cpu ? "cpu" : "cuda", describe_call(call),
+           call.attrs.str(), refusals.empty() ? std::string("; none registered") : refusals);
+}
+
+void OpRegistry::dispatch(std::string_view op, OpCall& call) const {
+  const OpDef& def = get(op);
+  DeviceType device = DeviceType::cpu;
+  for (const auto& t : call.inputs)
+    if (t.defined()) {
+      device = t.device().type;
+      break;
+    }
+  select(def, call, device).run(call);
+}
+
+void dispatch(std::string_view op, OpCall& call) { OpRegistry::instance().dispatch(op, call); }
+
+}  // namespace benchhost::nn
