@@ -177,11 +177,11 @@ bool PrecisionPolicy::supported(Precision p, const DeviceCaps& caps, std::string
   std::string reason;
   if (caps.device.is_cpu()) {
     if (p == Precision::tf32)
-      reason = "precision tf32 is a CUDA math mode (TF32 tensor cores); it does not exist on cpu. "
-               "Run fp32 on cpu (or bf16/fp16, which the cpu emulates)";
+      reason = "precision tf32 is a CUDA math mode (TF32 tensor cores) and does not exist on cpu; "
+               "run fp32 on cpu (or bf16/fp16, which the cpu emulates)";
     else if (p == Precision::fp8)
       reason = "precision fp8 needs a Hopper GPU (sm_90+) for scaled e4m3/e5m2 matmuls; cpu has no "
-               "fp8 arithmetic. Run bf16 or fp32 on cpu";
+               "fp8 arithmetic; run bf16 or fp32 on cpu";
   } else if (p != Precision::fp32) {
     const int sm = caps.sm_major * 10 + caps.sm_minor;
     if (caps.sm_major == 0)
