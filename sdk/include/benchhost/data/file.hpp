@@ -18,7 +18,7 @@ std::vector<std::uint8_t> read_file(const std::string& path,
 /// Size of a file in bytes; throws DataError naming the file when it cannot be stat'ed.
 std::size_t file_size(const std::string& path);
 
-/// A read-only, private memory map of a whole file (mmap). Hold it by shared_ptr: tensors over the
+/// A private (copy-on-write) memory map of a whole file (mmap); the file is never written. Hold it by shared_ptr: tensors over the
 /// mapping keep it alive through Storage's keep_alive (see npy.hpp's map_npy). Thread-safe to
 /// read. An empty file maps to data() == nullptr, size() == 0.
 class MappedFile {

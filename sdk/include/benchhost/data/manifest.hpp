@@ -35,9 +35,10 @@ class ManifestRecord {
   /// The whole record as JSON text.
   std::string dump() const;
 
+  struct Impl;  ///< opaque (the parsed JSON value)
+
  private:
   friend class Manifest;
-  struct Impl;
   std::shared_ptr<const Impl> impl_;
 };
 

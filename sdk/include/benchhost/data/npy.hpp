@@ -41,8 +41,9 @@ NpyHeader parse_npy_header(std::span<const std::uint8_t> bytes, const std::strin
 Tensor read_npy(const std::string& path);
 /// Parse a .npy image held in memory into a new CPU tensor (copies the data).
 Tensor parse_npy(std::span<const std::uint8_t> bytes, const std::string& name);
-/// Memory-map a .npy file: the tensor's storage is the mapping (read-only pages: do not write
-/// through it). The mapping lives as long as any tensor over it. The data must be aligned to its
+/// Memory-map a .npy file: the tensor's storage is the mapping (private copy-on-write pages: a
+/// write through the tensor never reaches the file). The mapping lives as long as any tensor over
+/// it. The data must be aligned to its
 /// element size (numpy guarantees 64-byte aligned headers). Throws DataError.
 Tensor map_npy(const std::string& path);
 /// Serialise a CPU tensor (any of the supported dtypes) as a version 1.0 .npy image.
