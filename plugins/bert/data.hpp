@@ -1,0 +1,36 @@
+#pragma once
+/// @file plugins/bert/data.hpp  Batches for BertModel from MLPerf-layout samples.
+///
+/// Note [Packing]
+/// Without packing each row holds one sample padded to seq_len (key-padding mask). With
+/// packing, samples are placed greedily, in sampler order, into rows of seq_len tokens, at most
+/// `max_per_row` per row, each keeping its own [CLS]...[SEP] tokens and segment ids, with
+/// positions restarting at 0; the attention mask is block-diagonal (a token sees only its own
+/// sequence). Masked positions are shifted to the row offset, so the model computes exactly
+/// the losses of the unpacked samples with fewer padding tokens. The number of samples in a
+/// packed batch therefore varies; it is reported as the step's sample count.
+
+#include <cstdint>
+#include <vector>
+
+#include "model.hpp"
+#include "text/bert_hdf5.hpp"
+
+namespace benchhost::bert {
+
+/// Build one batch from samples `order[first .. first+count)` of `src`. With packing, rows are
+/// filled until `rows` rows are used or the samples run out; `consumed` says how many samples
+/// went in. Tensors are created on the CPU.
+BertBatch make_batch(const text::BertSamples& src, const std::vector<std::int64_t>& order, std::int64_t first,
+                     std::int64_t count, std::int64_t rows, bool packing, std::int64_t max_per_row,
+                     std::int64_t* consumed);
+
+/// A synthetic set of `count` samples with the given shapes: random ids, full-length rows,
+/// 15% positions masked, random NSP labels. Pure function of the seed.
+text::BertSamples synthetic_samples(std::int64_t count, std::int64_t seq_len, std::int64_t max_predictions,
+                                    std::int64_t vocab, std::uint64_t seed);
+
+/// Move every tensor of a batch to `device`.
+BertBatch batch_to(const BertBatch& b, Device device);
+
+}  // namespace benchhost::bert

@@ -1,0 +1,303 @@
+#include "workload.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "benchhost/nn/serialize.hpp"
+#include "benchhost/optim/clip.hpp"
+#include "benchhost/random.hpp"
+#include "benchhost/threading.hpp"
+#include "text/prepare.hpp"
+
+namespace benchhost::bert {
+namespace fs = std::filesystem;
+
+const lm::OptionTable& BertWorkload::options() {
+  static const lm::OptionTable table("bert", {
+      {"layers", "int", "24", "transformer layers"},
+      {"hidden", "int", "1024", "hidden size"},
+      {"heads", "int", "16", "attention heads"},
+      {"ffn", "int", "4096", "feed-forward size"},
+      {"vocab", "int", "30522", "vocabulary size (real data: taken from the data's vocab.txt)"},
+      {"max-positions", "int", "512", "position embeddings"},
+      {"seq-len", "int", "512", "tokens per sample (real data: taken from the shards)"},
+      {"max-predictions", "int", "76", "masked positions per sample (real data: from the shards)"},
+      {"hidden-dropout", "float", "0.1", "dropout after embeddings, attention and FFN"},
+      {"attention-dropout", "float", "0.1", "dropout on attention probabilities"},
+      {"batch-size", "int", "32", "per-device batch size (rows) when -b is not given"},
+      {"eval-batch-size", "int", "64", "evaluation batch size"},
+      {"eval-samples", "int", "10000", "evaluation samples used (MLPerf: 10000; 0 = all)"},
+      {"eval-every-samples", "int", "0", "evaluate every N training samples (0 = MLPerf rule FLOOR(0.05*(230.23*GBS+3e6), 25000))"},
+      {"max-epochs", "int", "1", "time-to-train gives up after this many passes over the training shards"},
+      {"target", "float", "0.72", "masked-LM accuracy target (MLPerf: 0.720)"},
+      {"data-dir", "string", "", "folder with part_*.hdf5, eval.hdf5 and vocab.txt (MLPerf layout)"},
+      {"corpus", "string", "", "text to build data-dir from when it holds no shards ('kjv' = bible-kjv-text)"},
+      {"build-vocab-size", "int", "4096", "WordPiece vocabulary size when building from a corpus"},
+      {"build-seq-len", "int", "128", "sequence length when building from a corpus"},
+      {"build-max-predictions", "int", "20", "masked positions when building from a corpus"},
+      {"build-dupe-factor", "int", "5", "passes with fresh masks when building from a corpus"},
+      {"packing", "bool", "false", "pack several sequences per row (block-diagonal attention)"},
+      {"max-per-row", "int", "3", "most sequences in one packed row"},
+      {"lr", "float", "0.00035", "LAMB base learning rate (opt_base_learning_rate)"},
+      {"warmup-steps", "int", "0", "linear warm-up steps (opt_learning_rate_warmup_steps)"},
+      {"start-warmup-step", "int", "0", "MLPerf start_warmup_step (logged)"},
+      {"train-steps", "int", "13700", "steps of the polynomial decay (opt_learning_rate_training_steps)"},
+      {"lamb-beta1", "float", "0.9", "LAMB beta1"},
+      {"lamb-beta2", "float", "0.999", "LAMB beta2"},
+      {"lamb-epsilon", "float", "1e-6", "LAMB epsilon"},
+      {"weight-decay", "float", "0.01", "LAMB weight decay rate"},
+      {"clip-norm", "float", "1.0", "global gradient norm clip (0 = off)"},
+      {"init-weights", "string", "", "weight file to start from (nn/serialize.hpp format)"},
+      {"save-initial-weights", "string", "", "write the initial weights here (for the PyTorch peer)"},
+  });
+  return table;
+}
+
+WorkloadInfo BertWorkload::describe() {
+  WorkloadInfo i;
+  i.name = "bert";
+  i.version = "1.0.0";
+  i.benchmark = "bert";
+  i.description = "BERT-large pre-training (masked LM + NSP), LAMB; mini: 2 layers on the King James Bible";
+  i.metric_name = "masked_lm_accuracy";
+  i.metric_target = 0.720;
+  i.higher_is_better = true;
+  i.devices = {"cpu"};
+  i.precisions = {"fp32"};
+  i.modes = {"ttt", "train", "infer"};
+  i.options = options().specs();
+  i.configs = {"mlperf.conf", "mini.conf"};
+  i.default_config = "mlperf.conf";
+  return i;
+}
+
+std::string BertWorkload::check_support(const RunContext& ctx) {
+  if (!ctx.device.is_cpu()) return "the bert plugin runs on the CPU in this version (the SDK's CUDA transformer ops are not wired in)";
+  if (ctx.precision != "fp32") return fmt::format("the bert plugin supports fp32 only on the CPU, not {}", ctx.precision);
+  return {};
+}
+
+std::int64_t BertWorkload::mlperf_eval_interval(std::int64_t gbs) {
+  const double raw = 0.05 * (230.23 * static_cast<double>(gbs) + 3e6);
+  return static_cast<std::int64_t>(std::floor(raw / 25000.0)) * 25000;
+}
+
+namespace {
+
+std::string resolve_corpus(const std::string& c) {
+  if (c == "kjv") {
+    const std::string p = text::default_kjv_path();
+    if (p.empty()) BH_THROW(Unsupported, "bert.corpus = kjv needs the bible-kjv-text package (apt-get install bible-kjv-text)");
+    return p;
+  }
+  return c;
+}
+
+// Build the shards once into data_dir (in a private folder, then renamed, so concurrent runs
+// never see half-written files).
+text::BertPrepared ensure_bert_data(const std::string& data_dir, const std::string& corpus, const lm::OptionTable& t,
+                                    const Options& o) {
+  auto found = text::find_bert_data(data_dir);
+  if (!found.train_files.empty()) return found;
+  BH_CHECK_AS(InvalidArgument, !corpus.empty(),
+              "bert.data-dir '{}' has no part_*.hdf5 / eval.hdf5 / vocab.txt; give bert.corpus to build them or run make_bert_shards",
+              data_dir);
+  text::BertPrepareOptions p;
+  p.corpus = resolve_corpus(corpus);
+  p.out_dir = fmt::format("{}.tmp.{}", data_dir, ::getpid());
+  p.vocab_size = static_cast<std::int32_t>(t.get_int(o, "build-vocab-size"));
+  p.samples.seq_len = t.get_int(o, "build-seq-len");
+  p.samples.max_predictions = t.get_int(o, "build-max-predictions");
+  p.samples.dupe_factor = t.get_int(o, "build-dupe-factor");
+  text::prepare_bert_data(p);
+  std::error_code ec;
+  fs::create_directories(fs::path(data_dir).parent_path(), ec);
+  fs::rename(p.out_dir, data_dir, ec);
+  if (ec) fs::remove_all(p.out_dir);  // another process won the race: use its files
+  found = text::find_bert_data(data_dir);
+  BH_CHECK_AS(DataError, !found.train_files.empty(), "building BERT data into '{}' failed", data_dir);
+  return found;
+}
+
+}  // namespace
+
+RunInfo BertWorkload::setup(const RunContext& ctx) {
+  ctx_ = ctx;
+  const auto& t = options();
+  const Options& o = ctx.options;
+  if (ctx.num_threads > 0) set_num_threads(ctx.num_threads);
+  auto& s = cfg_.shape;
+  s.layers = t.get_int(o, "layers");
+  s.hidden = t.get_int(o, "hidden");
+  s.heads = t.get_int(o, "heads");
+  s.ffn = t.get_int(o, "ffn");
+  s.vocab = t.get_int(o, "vocab");
+  s.max_positions = t.get_int(o, "max-positions");
+  s.seq_len = t.get_int(o, "seq-len");
+  std::int64_t max_pred = t.get_int(o, "max-predictions");
+  cfg_.hidden_dropout = static_cast<float>(t.get_float(o, "hidden-dropout"));
+  cfg_.attention_dropout = static_cast<float>(t.get_float(o, "attention-dropout"));
+  batch_ = ctx.batch_size > 0 ? ctx.batch_size : t.get_int(o, "batch-size");
+  eval_batch_ = t.get_int(o, "eval-batch-size");
+  packing_ = t.get_bool(o, "packing");
+  max_per_row_ = t.get_int(o, "max-per-row");
+  target_ = t.get_float(o, "target");
+  clip_norm_ = static_cast<float>(t.get_float(o, "clip-norm"));
+  BH_CHECK_AS(InvalidArgument, batch_ >= 1 && eval_batch_ >= 1 && max_per_row_ >= 1, "bert: batch sizes and max-per-row must be >= 1");
+
+  // Throughput and inference runs without a data folder use synthetic samples of the same shapes.
+  const bool synthetic = ctx.synthetic_data || (ctx.mode != "ttt" && t.get_string(o, "data-dir").empty());
+  majority_baseline_ = std::numeric_limits<double>::quiet_NaN();
+  if (synthetic) {
+    const std::int64_t n = std::max<std::int64_t>(4 * batch_, 64);
+    train_ = synthetic_samples(n, s.seq_len, max_pred, s.vocab, ctx.seed);
+    eval_ = synthetic_samples(std::max<std::int64_t>(eval_batch_, 16), s.seq_len, max_pred, s.vocab, ctx.seed + 1);
+  } else {
+    const std::string dir = t.get_string(o, "data-dir");
+    BH_CHECK_AS(InvalidArgument, !dir.empty(), "bert: time-to-train needs bert.data-dir (MLPerf HDF5 shards) or --synthetic");
+    const auto files = ensure_bert_data(dir, t.get_string(o, "corpus"), t, o);
+    const auto vocab = text::WordPiece::load(files.vocab_file);
+    s.vocab = vocab.size();
+    for (const auto& f : files.train_files) {
+      auto shard = text::read_bert_hdf5(f, s.vocab);
+      if (train_.count == 0) {
+        train_ = std::move(shard);
+        continue;
+      }
+      BH_CHECK_AS(DataError, shard.seq_len == train_.seq_len && shard.max_predictions == train_.max_predictions,
+                  "'{}' has seq_len {} / max_predictions {}, unlike the first shard ({} / {})", f, shard.seq_len,
+                  shard.max_predictions, train_.seq_len, train_.max_predictions);
+      for (std::int64_t i = 0; i < shard.count; ++i) train_.append(shard, i);
+    }
+    eval_ = text::read_bert_hdf5(files.eval_file, s.vocab);
+    BH_CHECK_AS(DataError, eval_.seq_len == train_.seq_len, "eval.hdf5 seq_len {} differs from the training shards' {}",
+                eval_.seq_len, train_.seq_len);
+    BH_CHECK_AS(DataError, train_.count > 0 && eval_.count > 0, "bert: '{}' holds no samples", dir);
+    s.seq_len = train_.seq_len;
+    max_pred = train_.max_predictions;
+    // Baseline: always predict the most frequent masked token of the training set.
+    std::map<std::int32_t, std::int64_t> freq;
+    for (std::int64_t i = 0; i < train_.count; ++i)
+      for (std::int64_t k = 0; k < train_.num_predictions(i); ++k) ++freq[train_.masked_lm_ids[i * max_pred + k]];
+    const auto top = std::max_element(freq.begin(), freq.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
+    std::int64_t hit = 0, total = 0;
+    for (std::int64_t i = 0; i < eval_.count; ++i)
+      for (std::int64_t k = 0; k < eval_.num_predictions(i); ++k, ++total) hit += eval_.masked_lm_ids[i * max_pred + k] == top;
+    majority_baseline_ = total ? static_cast<double>(hit) / static_cast<double>(total) : 0.0;
+    fmt::print(stderr, "bert: {} training / {} eval samples, vocabulary {}, seq_len {}; most-frequent-token baseline "
+               "(always '{}') masked-LM accuracy on eval = {:.4f}; target {:.4f}\n", train_.count, eval_.count, s.vocab,
+               s.seq_len, vocab.token(top), majority_baseline_, target_);
+  }
+  s.max_positions = std::max(s.max_positions, s.seq_len);
+  const std::int64_t eval_samples_opt = t.get_int(o, "eval-samples");
+  eval_limit_ = eval_samples_opt > 0 ? std::min(eval_samples_opt, eval_.count) : eval_.count;
+
+  model_ = std::make_unique<BertModel>(cfg_, ctx.seed);
+  if (const auto w = t.get_string(o, "init-weights"); !w.empty()) nn::load_weights(*model_, w);
+  if (const auto w = t.get_string(o, "save-initial-weights"); !w.empty()) nn::save_weights(*model_, w);
+  optim::LambOptions lo;
+  lo.beta1 = static_cast<float>(t.get_float(o, "lamb-beta1"));
+  lo.beta2 = static_cast<float>(t.get_float(o, "lamb-beta2"));
+  lo.epsilon = static_cast<float>(t.get_float(o, "lamb-epsilon"));
+  lo.weight_decay = static_cast<float>(t.get_float(o, "weight-decay"));
+  optimizer_ = std::make_unique<optim::Lamb>(model_->parameters(), lo);
+  const float lr = static_cast<float>(t.get_float(o, "lr"));
+  const std::int64_t warmup = t.get_int(o, "warmup-steps"), total = t.get_int(o, "train-steps");
+  BH_CHECK_AS(InvalidArgument, total > warmup && warmup >= 0, "bert.train-steps {} must exceed bert.warmup-steps {}", total, warmup);
+  schedule_ = std::make_unique<optim::WarmupPolySchedule>(
+      optim::WarmupPolyOptions{.base_lr = lr, .warmup_steps = warmup, .total_steps = total, .power = 1.0f, .end_lr = 0.0f});
+
+  order_.resize(static_cast<std::size_t>(train_.count));
+  begin_epoch(0);
+  eval_order_.resize(static_cast<std::size_t>(eval_.count));
+  for (std::int64_t i = 0; i < eval_.count; ++i) eval_order_[i] = i;
+
+  const std::int64_t gbs = batch_ * ctx.world_size;
+  hyper_ = {{"global_batch_size", gbs},
+            {"opt_base_learning_rate", static_cast<double>(lr)},
+            {"opt_lamb_epsilon", static_cast<double>(lo.epsilon)},
+            {"opt_learning_rate_training_steps", total},
+            {"opt_learning_rate_warmup_steps", warmup},
+            {"num_warmup_steps", warmup},
+            {"start_warmup_step", t.get_int(o, "start-warmup-step")},
+            {"opt_lamb_beta_1", static_cast<double>(lo.beta1)},
+            {"opt_lamb_beta_2", static_cast<double>(lo.beta2)},
+            {"opt_lamb_weight_decay_rate", static_cast<double>(lo.weight_decay)},
+            {"gradient_accumulation_steps", std::int64_t{1}},
+            {"max_sequence_length", s.seq_len},
+            {"max_predictions_per_seq", max_pred}};
+
+  RunInfo info;
+  info.samples_per_epoch = train_.count;
+  info.global_batch_size = gbs;
+  const std::int64_t every = t.get_int(o, "eval-every-samples");
+  info.eval_every_samples = every > 0 ? every : mlperf_eval_interval(gbs);
+  info.max_epochs = t.get_int(o, "max-epochs");
+  info.train_flops_per_sample = lm::bert_train_flops_per_sample(s, max_pred);
+  info.infer_flops_per_sample = info.train_flops_per_sample / 3.0;
+  info.eval_samples = eval_limit_;
+  return info;
+}
+
+void BertWorkload::begin_epoch(std::int64_t epoch) {
+  for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<std::int64_t>(i);
+  Rng rng(ctx_.seed, 0xe90c000ull + static_cast<std::uint64_t>(epoch));
+  for (std::size_t k = order_.size(); k > 1; --k) std::swap(order_[k - 1], order_[rng.below(k)]);
+  cursor_ = 0;
+}
+
+StepResult BertWorkload::train_step() {
+  if (cursor_ >= static_cast<std::int64_t>(order_.size())) cursor_ = 0;  // throughput runs wrap around
+  const std::int64_t avail = static_cast<std::int64_t>(order_.size()) - cursor_;
+  const std::int64_t want = packing_ ? std::min(avail, batch_ * max_per_row_) : std::min(avail, batch_);
+  std::int64_t used = 0;
+  const BertBatch b = batch_to(make_batch(train_, order_, cursor_, want, packing_ ? batch_ : want, packing_, max_per_row_, &used),
+                               ctx_.device);
+  cursor_ += used;
+  model_->train(true);
+  const BertOutput out = model_->forward(b, static_cast<std::uint64_t>(step_));
+  model_->backward();
+  if (clip_norm_ > 0) optim::clip_grad_norm(optimizer_->parameters(), clip_norm_);
+  optimizer_->step(*schedule_);
+  optimizer_->zero_grad();
+  ++step_;
+  return {used, out.loss};
+}
+
+EvalResult BertWorkload::evaluate() {
+  model_->train(false);
+  std::int64_t correct = 0, count = 0;
+  for (std::int64_t first = 0; first < eval_limit_; first += eval_batch_) {
+    const std::int64_t n = std::min(eval_batch_, eval_limit_ - first);
+    const BertBatch b = batch_to(make_batch(eval_, eval_order_, first, n, n, false, 1, nullptr), ctx_.device);
+    const BertOutput out = model_->forward(b, 0);
+    correct += out.mlm_correct;
+    count += out.mlm_count;
+  }
+  model_->train(true);
+  return {count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0, eval_limit_};
+}
+
+StepResult BertWorkload::infer_step() {
+  model_->train(false);
+  const std::int64_t n = std::min<std::int64_t>(batch_, train_.count);
+  const BertBatch b = batch_to(make_batch(train_, order_, 0, n, n, false, 1, nullptr), ctx_.device);
+  const BertOutput out = model_->forward(b, 0);
+  return {n, out.loss};
+}
+
+Hyperparameters BertWorkload::hyperparameters() const { return hyper_; }
+
+void BertWorkload::teardown() {
+  optimizer_.reset();
+  model_.reset();
+}
+
+}  // namespace benchhost::bert

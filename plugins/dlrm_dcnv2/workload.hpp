@@ -1,0 +1,73 @@
+#pragma once
+/// @file plugins/dlrm_dcnv2/workload.hpp  The dlrm_dcnv2 Workload (MLPerf key dlrm_dcnv2).
+///
+/// Data: MLPerf's Criteo multi-hot layout (datasets/criteo/criteo.hpp), read batch by batch in
+/// file order (the reference does not reshuffle the pre-shuffled days), or a synthetic source of
+/// the same shapes (--synthetic). With `generate = true` a missing data directory is first filled
+/// by the planted-teacher generator (datasets/criteo/synthetic.hpp) with the gen-* options.
+///
+/// Optimiser: Adagrad for every parameter with the MLPerf settings (epsilon 1e-10, initial
+/// accumulator 0, no decay, no warm-up): the tables' update touches only the rows of the batch.
+///
+/// Note [DLRM parallelism]
+/// Data parallel with replicated tables: each rank reads its slice of every global batch; the
+/// dense gradients are averaged with one allreduce; each table's touched rows are unioned across
+/// ranks (allgather of row ids) and their gradient rows averaged with one allreduce, so every
+/// replica applies the same sparse Adagrad update. Row-sharded (model-parallel, all-to-all) tables
+/// are not built: every rank must hold every table.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "benchhost/metrics/auc.hpp"
+#include "benchhost/optim/optimizer.hpp"
+#include "benchhost/workload.hpp"
+#include "criteo.hpp"
+#include "model.hpp"
+
+namespace dlrm {
+
+class DlrmWorkload : public benchhost::Workload {
+ public:
+  static benchhost::WorkloadInfo describe();
+  static std::string check_support(const benchhost::RunContext& ctx);
+
+  benchhost::RunInfo setup(const benchhost::RunContext& ctx) override;
+  void begin_epoch(std::int64_t epoch) override;
+  void prepare_batch() override;
+  benchhost::StepResult train_step() override;
+  benchhost::EvalResult evaluate() override;
+  benchhost::StepResult infer_step() override;
+  benchhost::Hyperparameters hyperparameters() const override;
+  void teardown() override;
+
+  // ---- for tests and tools ----
+  DlrmDcnV2& model() { return *model_; }
+  std::int64_t local_batch() const { return local_batch_; }
+  double last_teacher_auc() const { return teacher_auc_; }  ///< 0 unless data was generated/found
+
+ private:
+  void read_train_batch();
+  void reduce_gradients();
+
+  benchhost::RunContext ctx_;
+  DlrmConfig config_;
+  std::unique_ptr<DlrmDcnV2> model_;
+  std::unique_ptr<benchhost::optim::Optimizer> optimizer_;
+  std::unique_ptr<benchhost::criteo::CriteoMultiHot> train_, validation_;
+  std::vector<benchhost::criteo::Batch> synthetic_;  // synthetic source: a few fixed batches
+  benchhost::criteo::Batch batch_, eval_batch_;
+  bool batch_ready_ = false;
+  std::int64_t global_batch_ = 0, local_batch_ = 0, eval_batch_size_ = 0;
+  std::int64_t cursor_ = 0;  // global sample index of the next training batch
+  std::int64_t steps_ = 0, epoch_ = 0;
+  std::int64_t train_size_ = 0;
+  float learning_rate_ = 0;
+  int evals_per_epoch_ = 20;
+  int max_epochs_ = 1;
+  double teacher_auc_ = 0;
+};
+
+}  // namespace dlrm
