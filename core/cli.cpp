@@ -1,0 +1,398 @@
+#include "cli.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+
+namespace benchhost::host {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Options that may also appear in config files (everything that shapes a run).
+po::options_description run_options() {
+  po::options_description d("Run options (also valid as 'key = value' in --config files)");
+  d.add_options()
+      ("mode", po::value<std::string>()->value_name("ttt|train|infer|loader"),
+       "ttt: time to train to the target (MLPerf timing); train: training throughput over -b x -n; "
+       "infer: inference throughput and latency; loader: data pipeline only (prepare_batch)")
+      ("device", po::value<std::string>()->value_name("cpu|cuda[:N]"), "device to run on (default cpu)")
+      ("precision", po::value<std::string>()->value_name("fp32|tf32|fp16|bf16|fp8"), "precision policy (default fp32)")
+      ("batch-size,b", po::value<std::vector<std::string>>()->value_name("B[,B...]"),
+       "per-device batch sizes (comma list or repeated); default: the workload's")
+      ("devices,n", po::value<std::vector<std::string>>()->value_name("N[,N...]"),
+       "device counts for the throughput grid (default 1)")
+      ("warmup,w", po::value<std::int64_t>()->value_name("STEPS"), "untimed warm-up steps per sweep point (default 5)")
+      ("iterations,i", po::value<std::int64_t>()->value_name("STEPS"), "timed steps per sweep point (default 50)")
+      ("runs", po::value<int>()->value_name("N"), "time-to-train runs, each with its own seed (default 1)")
+      ("seed", po::value<std::uint64_t>()->value_name("S"), "base seed; run r uses a seed derived from it (default 1)")
+      ("threads", po::value<int>()->value_name("N"), "CPU threads for the workload (default: all)")
+      ("synthetic", po::value<bool>()->implicit_value(true)->value_name("BOOL"),
+       "use the workload's synthetic data source (same shapes, no storage)")
+      ("timeout", po::value<double>()->value_name("SECONDS"), "per run / sweep point time limit, checked between steps (0 = none)")
+      ("peak-tflops", po::value<double>()->value_name("TFLOPS"),
+       "device peak for MFU; needed on CPU (GPUs use a built-in table)")
+      ("submission-org", po::value<std::string>(), "MLLOG submission_org")
+      ("submission-platform", po::value<std::string>(), "MLLOG submission_platform (default: CPU or GPU model)")
+      ("submission-division", po::value<std::string>(), "MLLOG submission_division: closed|open (default: closed for MLPerf benchmarks)")
+      ("submission-status", po::value<std::string>(), "MLLOG submission_status: onprem|cloud|preview|research")
+      ("submission-poc-name", po::value<std::string>(), "MLLOG submission_poc_name")
+      ("submission-poc-email", po::value<std::string>(), "MLLOG submission_poc_email");
+  return d;
+}
+
+po::options_description general_options() {
+  po::options_description d("General options");
+  d.add_options()
+      ("help,h", "show this help (with --plugin X: also X's options)")
+      ("version", "print the benchhost version")
+      ("plugin,p", po::value<std::string>()->value_name("NAME"), "workload plugin to run (see `benchhost list`)")
+      ("config,c", po::value<std::string>()->value_name("FILE"),
+       "config file: a path, or a name in configs/<plugin>/ (e.g. mini.conf)")
+      ("output,o", po::value<std::string>()->value_name("FILE"), "JSON report (written atomically)")
+      ("mllog", po::value<std::string>()->value_name("FILE"), "MLPerf MLLOG file (ttt; --runs N writes FILE_<r>)")
+      ("csv", po::value<std::string>()->value_name("FILE"), "CSV report, one row per run / sweep point")
+      ("plugin-dir", po::value<std::vector<std::string>>()->value_name("DIR"), "also search DIR for plugins (repeatable)")
+      ("command", po::value<std::string>(), "list | info | run (positional)")
+      ("args", po::value<std::vector<std::string>>(), "command arguments (positional)");
+  return d;
+}
+
+po::positional_options_description positionals() {
+  po::positional_options_description p;
+  p.add("command", 1).add("args", -1);
+  return p;
+}
+
+void add_plugin_options(po::options_description& d, const WorkloadInfo& info) {
+  for (const auto& o : info.options) {
+    auto* v = po::value<std::string>()->value_name(o.type.empty() ? "string" : o.type);
+    if (!o.default_value.empty()) v->default_value(o.default_value);
+    const std::string name = info.name + "." + o.name;
+    d.add_options()(name.c_str(), v, (o.help + (o.required ? " (required)" : "")).c_str());
+  }
+}
+
+std::vector<std::string> option_names(const po::options_description& d) {
+  std::vector<std::string> out;
+  for (const auto& o : d.options()) {
+    const std::string& n = o->long_name();
+    if (!n.empty() && n != "command" && n != "args") out.push_back(n);
+  }
+  return out;
+}
+
+std::string strip_dashes(std::string s) {
+  while (!s.empty() && s.front() == '-') s.erase(s.begin());
+  if (auto eq = s.find('='); eq != std::string::npos) s.erase(eq);
+  return s;
+}
+
+[[noreturn]] void rethrow_po(const po::error& e, const std::vector<std::string>& candidates, const std::string& where,
+                             bool have_plugin) {
+  std::string msg = where.empty() ? e.what() : fmt::format("{}: {}", where, e.what());
+  if (auto* u = dynamic_cast<const po::unknown_option*>(&e)) {
+    std::string bad = strip_dashes(u->get_option_name());
+    std::string near = nearest(bad, candidates);
+    if (!near.empty())
+      msg += fmt::format("; did you mean '--{}'?", near);
+    else if (bad.find('.') != std::string::npos && !have_plugin)
+      msg += "; plugin options are only known once --plugin NAME is given";
+    else
+      msg += "; see --help";
+  }
+  throw UsageError(msg, __FILE__, __LINE__);
+}
+
+template <class T>
+bool parse_full(const std::string& s, T& v) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+std::vector<std::string> split_commas(const std::vector<std::string>& parts) {
+  std::vector<std::string> out;
+  for (const auto& p : parts) {
+    std::stringstream ss(p);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      item.erase(0, item.find_first_not_of(' '));
+      item.erase(item.find_last_not_of(' ') + 1);
+      if (!item.empty()) out.push_back(item);
+    }
+  }
+  return out;
+}
+
+template <class T>
+std::vector<T> positive_list(const std::vector<std::string>& parts, const char* option) {
+  std::vector<T> out;
+  for (const auto& s : split_commas(parts)) {
+    T v{};
+    if (!parse_full(s, v) || v <= 0)
+      BH_USAGE("option --{}: '{}' is not a positive integer (expected e.g. --{} 32,64)", option, s, option);
+    out.push_back(v);
+  }
+  if (out.empty()) BH_USAGE("option --{} needs at least one value", option);
+  return out;
+}
+
+}  // namespace
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0u : 1u)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_d = static_cast<std::size_t>(-1);
+  for (const auto& c : candidates) {
+    std::size_t d = edit_distance(word, c);
+    if (d < best_d) best_d = d, best = c;
+  }
+  // Close enough to be a typo: at most a third of the word (at least 2 edits) away.
+  const std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
+  return best_d <= limit ? best : std::string();
+}
+
+void validate_option_value(const std::string& plugin, const OptionSpec& spec, const std::string& value) {
+  auto bad = [&](const char* what) {
+    BH_USAGE("option --{}.{}: '{}' is not {}", plugin, spec.name, value, what);
+  };
+  if (spec.type == "int") {
+    std::int64_t v;
+    if (!parse_full(value, v)) bad("an integer");
+  } else if (spec.type == "float") {
+    double v;
+    if (!parse_full(value, v)) bad("a number");
+  } else if (spec.type == "bool") {
+    static const std::vector<std::string> ok{"1", "0", "true", "false", "yes", "no", "on", "off"};
+    if (std::find(ok.begin(), ok.end(), value) == ok.end()) bad("a boolean (true/false)");
+  } else if (spec.type == "int-list" || spec.type == "float-list") {
+    for (const auto& s : split_commas({value})) {
+      if (spec.type == "int-list") {
+        std::int64_t v;
+        if (!parse_full(s, v)) bad("a comma-separated integer list");
+      } else {
+        double v;
+        if (!parse_full(s, v)) bad("a comma-separated number list");
+      }
+    }
+  }
+}
+
+PreParsed pre_parse(int argc, const char* const* argv) {
+  PreParsed out;
+  po::options_description all;
+  all.add(general_options());
+  po::variables_map vm;
+  try {
+    auto parsed = po::command_line_parser(argc, argv).options(all).positional(positionals()).allow_unregistered().run();
+    po::store(parsed, vm);
+  } catch (const po::error& e) {
+    po::options_description known;
+    known.add(general_options()).add(run_options());
+    rethrow_po(e, option_names(known), "", false);
+  }
+  out.help = vm.count("help") != 0;
+  if (vm.count("version")) out.command = "version";
+  if (vm.count("command")) out.command = vm["command"].as<std::string>();
+  if (out.command.empty()) out.command = out.help ? "help" : "run";
+  if (vm.count("plugin")) out.plugin = vm["plugin"].as<std::string>();
+  if (out.command == "info" && vm.count("args")) out.plugin = vm["args"].as<std::vector<std::string>>().front();
+  if (vm.count("plugin-dir")) out.plugin_dirs = vm["plugin-dir"].as<std::vector<std::string>>();
+  if (vm.count("config")) out.config = vm["config"].as<std::string>();
+  static const std::vector<std::string> commands{"run", "list", "info", "help", "version"};
+  if (std::find(commands.begin(), commands.end(), out.command) == commands.end()) {
+    std::string near = nearest(out.command, commands);
+    BH_USAGE("unknown command '{}'{} (commands: list, info <plugin>, run)", out.command,
+             near.empty() ? std::string() : fmt::format("; did you mean '{}'?", near));
+  }
+  return out;
+}
+
+std::vector<fs::path> default_configs_roots(const fs::path& exe_dir) {
+  return {exe_dir / ".." / ".." / "configs", exe_dir / ".." / "share" / "benchhost" / "configs",
+          fs::current_path() / "configs"};
+}
+
+fs::path resolve_config(const std::string& name, const std::string& plugin, const std::vector<fs::path>& roots) {
+  std::error_code ec;
+  if (fs::is_regular_file(name, ec)) return fs::absolute(name);
+  std::vector<std::string> tried{name};
+  for (const auto& root : roots) {
+    for (const std::string& candidate : {name, name + ".conf"}) {
+      fs::path p = root / plugin / candidate;
+      if (fs::is_regular_file(p, ec)) return fs::weakly_canonical(p);
+      tried.push_back(p.lexically_normal().string());
+    }
+  }
+  std::string list;
+  for (const auto& t : tried) list += "\n  " + t;
+  BH_USAGE("config file '{}' not found; looked at:{}", name, list);
+}
+
+Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, const std::vector<fs::path>& roots) {
+  Settings s;
+  for (int i = 0; i < argc; ++i) s.argv.emplace_back(argv[i]);
+  po::options_description plugin_desc(info ? fmt::format("Options of plugin '{}'", info->name) : std::string("Plugin"));
+  if (info) add_plugin_options(plugin_desc, *info);
+  po::options_description cmdline;
+  cmdline.add(general_options()).add(run_options()).add(plugin_desc);
+  po::options_description file_desc;
+  file_desc.add(run_options()).add(plugin_desc);
+  const std::vector<std::string> candidates = option_names(cmdline);
+
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(cmdline).positional(positionals()).run(), vm);
+  } catch (const po::error& e) {
+    rethrow_po(e, candidates, "", info != nullptr);
+  }
+  if (vm.count("command")) s.command = vm["command"].as<std::string>();
+  if (vm.count("plugin")) s.plugin = vm["plugin"].as<std::string>();
+  if (vm.count("plugin-dir")) s.plugin_dirs = vm["plugin-dir"].as<std::vector<std::string>>();
+
+  // Config: explicit --config, else the plugin's declared default config (when it exists).
+  std::string config = vm.count("config") ? vm["config"].as<std::string>() : std::string();
+  if (config.empty() && info && !info->default_config.empty()) {
+    try {
+      s.config_path = resolve_config(info->default_config, info->name, roots);
+      s.config = info->default_config;
+    } catch (const UsageError&) {
+      // A missing default config is not an error: the plugin's option defaults apply.
+    }
+  } else if (!config.empty()) {
+    s.config = config;
+    s.config_path = resolve_config(config, info ? info->name : std::string(), roots);
+  }
+  if (!s.config_path.empty()) {
+    std::ifstream in(s.config_path);
+    if (!in) BH_USAGE("cannot read config file {}", s.config_path.string());
+    try {
+      po::store(po::parse_config_file(in, file_desc, false), vm);
+    } catch (const po::error& e) {
+      rethrow_po(e, option_names(file_desc), fmt::format("config file {}", s.config_path.string()), info != nullptr);
+    }
+  }
+  try {
+    po::notify(vm);
+  } catch (const po::error& e) {
+    rethrow_po(e, candidates, "", info != nullptr);
+  }
+
+  auto str = [&](const char* k, std::string& dst) {
+    if (vm.count(k)) dst = vm[k].as<std::string>();
+  };
+  str("mode", s.mode);
+  str("device", s.device);
+  str("precision", s.precision);
+  str("output", s.output);
+  str("mllog", s.mllog);
+  str("csv", s.csv);
+  str("submission-org", s.submission_org);
+  str("submission-platform", s.submission_platform);
+  str("submission-division", s.submission_division);
+  str("submission-status", s.submission_status);
+  str("submission-poc-name", s.submission_poc_name);
+  str("submission-poc-email", s.submission_poc_email);
+  if (vm.count("batch-size")) s.batch_sizes = positive_list<std::int64_t>(vm["batch-size"].as<std::vector<std::string>>(), "batch-size");
+  if (vm.count("devices")) s.device_counts = positive_list<int>(vm["devices"].as<std::vector<std::string>>(), "devices");
+  if (vm.count("warmup")) s.warmup = vm["warmup"].as<std::int64_t>();
+  if (vm.count("iterations")) s.iterations = vm["iterations"].as<std::int64_t>();
+  if (vm.count("runs")) s.runs = vm["runs"].as<int>();
+  if (vm.count("seed")) s.seed = vm["seed"].as<std::uint64_t>();
+  if (vm.count("threads")) s.threads = vm["threads"].as<int>();
+  if (vm.count("synthetic")) s.synthetic = vm["synthetic"].as<bool>();
+  if (vm.count("timeout")) s.timeout_seconds = vm["timeout"].as<double>();
+  if (vm.count("peak-tflops")) s.peak_tflops = vm["peak-tflops"].as<double>();
+
+  // Without --mode: time to train when the plugin supports it, else the plugin's first mode.
+  if (!vm.count("mode") && info && !info->modes.empty() &&
+      std::find(info->modes.begin(), info->modes.end(), "ttt") == info->modes.end())
+    s.mode = info->modes.front();
+  static const std::vector<std::string> modes{"ttt", "train", "infer", "loader"};
+  static const std::vector<std::string> precisions{"fp32", "tf32", "fp16", "bf16", "fp8"};
+  if (std::find(modes.begin(), modes.end(), s.mode) == modes.end())
+    BH_USAGE("option --mode: '{}' is not one of ttt, train, infer, loader{}", s.mode,
+             nearest(s.mode, modes).empty() ? "" : fmt::format("; did you mean '{}'?", nearest(s.mode, modes)));
+  if (std::find(precisions.begin(), precisions.end(), s.precision) == precisions.end())
+    BH_USAGE("option --precision: '{}' is not one of fp32, tf32, fp16, bf16, fp8", s.precision);
+  try {
+    (void)parse_device(s.device);
+  } catch (const Error& e) {
+    BH_USAGE("option --device: {}", e.message());
+  }
+  if (s.warmup < 0) BH_USAGE("option --warmup: {} is negative", s.warmup);
+  if (s.iterations <= 0) BH_USAGE("option --iterations: {} must be at least 1", s.iterations);
+  if (s.runs <= 0) BH_USAGE("option --runs: {} must be at least 1", s.runs);
+  if (s.timeout_seconds < 0) BH_USAGE("option --timeout: {} is negative", s.timeout_seconds);
+  if (s.threads < 0) BH_USAGE("option --threads: {} is negative", s.threads);
+  if (s.threads == 0) s.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!s.submission_status.empty()) {
+    static const std::vector<std::string> st{"onprem", "cloud", "preview", "research"};
+    if (std::find(st.begin(), st.end(), s.submission_status) == st.end())
+      BH_USAGE("option --submission-status: '{}' is not one of onprem, cloud, preview, research",
+               s.submission_status);
+  }
+  if (!s.submission_division.empty() && s.submission_division != "closed" && s.submission_division != "open")
+    BH_USAGE("option --submission-division: '{}' is not closed or open", s.submission_division);
+
+  if (info) {
+    if (std::find(info->modes.begin(), info->modes.end(), s.mode) == info->modes.end() && s.mode != "loader")
+      BH_USAGE("plugin '{}' does not support --mode {} (it supports: {})", info->name, s.mode,
+               fmt::join(info->modes, ", "));
+    for (const auto& o : info->options) {
+      const std::string key = info->name + "." + o.name;
+      if (vm.count(key)) {
+        std::string v = vm[key].as<std::string>();
+        validate_option_value(info->name, o, v);
+        s.plugin_options[o.name] = v;
+      } else if (o.required) {
+        BH_USAGE("plugin '{}' needs option --{} ({})", info->name, key, o.help);
+      }
+    }
+  }
+  return s;
+}
+
+std::string help_text(const WorkloadInfo* info) {
+  std::ostringstream os;
+  os << "usage: benchhost list [--plugin-dir DIR]\n"
+        "       benchhost info <plugin>\n"
+        "       benchhost [run] --plugin NAME [--mode ttt|train|infer|loader] [--config FILE] [options]\n\n";
+  po::options_description visible;
+  po::options_description g("General options");
+  for (const auto& o : general_options().options())
+    if (o->long_name() != "command" && o->long_name() != "args") g.add(o);
+  visible.add(g).add(run_options());
+  if (info) {
+    po::options_description p(fmt::format("Options of plugin '{}' {} (--{}.<name> or '{}.<name> = value' in a config)",
+                                          info->name, info->version, info->name, info->name));
+    add_plugin_options(p, *info);
+    visible.add(p);
+  }
+  os << visible;
+  if (!info) os << "\nWith --plugin NAME, --help also lists that plugin's options.\n";
+  os << "\nExit codes: 0 passed, 1 usage error, 2 a run failed, 3 everything skipped, 4 host error, "
+        "130 interrupted (see docs/cli.md).\n";
+  return os.str();
+}
+
+}  // namespace benchhost::host

@@ -1,0 +1,252 @@
+#include "commands.hpp"
+
+#include <cstdlib>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "benchhost/version.hpp"
+#include "cli.hpp"
+#include "environment.hpp"
+#include "reporters.hpp"
+
+namespace benchhost::host {
+
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+
+namespace {
+
+std::string metric_text(const WorkloadInfo& i) {
+  if (i.metric_name.empty()) return "-";
+  return fmt::format("{} {} {}", i.metric_name, i.higher_is_better ? ">=" : "<=", i.metric_target);
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  return (end && *end == '\0') ? static_cast<int>(x) : fallback;
+}
+
+int exit_code_for(const std::vector<RunRecord>& records, const ordered_json& ttt, bool interrupted) {
+  if (interrupted) return kExitInterrupted;
+  if (records.empty()) return kExitRunFailed;
+  bool all_skipped = true;
+  for (const auto& r : records) all_skipped &= r.status == RunStatus::skipped;
+  if (all_skipped) return kExitAllSkipped;
+  if (!ttt.is_null()) return ttt.value("status", "") == "VALID" ? kExitOk : kExitRunFailed;
+  for (const auto& r : records)
+    if (r.status != RunStatus::passed && r.status != RunStatus::skipped) return kExitRunFailed;
+  return kExitOk;
+}
+
+}  // namespace
+
+std::string list_text(const PluginRegistry& reg) {
+  std::ostringstream os;
+  os << "Plugins";
+  if (!reg.searched().empty()) {
+    os << " (searched:";
+    for (const auto& d : reg.searched()) os << " " << d.lexically_normal().string();
+    os << ")";
+  }
+  os << ":\n";
+  if (reg.plugins().empty()) os << "  (none found; add --plugin-dir DIR or set BENCHHOST_PLUGIN_PATH)\n";
+  if (!reg.plugins().empty())
+    os << fmt::format("  {:<16} {:<9} {:<5} {:<12} {:<40} {:<10} {}\n", "NAME", "VERSION", "ABI", "MLPERF",
+                      "METRIC (target)", "DEVICES", "PRECISIONS");
+  for (const auto& p : reg.plugins()) {
+    const WorkloadInfo& i = p->info;
+    os << fmt::format("  {:<16} {:<9} {:<5} {:<12} {:<40} {:<10} {}\n", p->name, p->version, p->abi,
+                      i.benchmark.empty() ? "-" : i.benchmark, metric_text(i), fmt::join(i.devices, ","),
+                      fmt::join(i.precisions, ","));
+  }
+  if (!reg.broken().empty()) {
+    os << "Broken plugin files:\n";
+    for (const auto& b : reg.broken()) os << "  " << b.path.string() << ": " << b.reason << "\n";
+  }
+  return os.str();
+}
+
+std::string info_text(const LoadedPlugin& p, const std::vector<fs::path>& roots) {
+  const WorkloadInfo& i = p.info;
+  std::ostringstream os;
+  os << fmt::format("{} {} (SDK ABI {}) from {}\n", p.name, p.version, p.abi, p.path.string());
+  if (!i.description.empty()) os << "  " << i.description << "\n";
+  os << fmt::format("  MLPerf benchmark: {}\n", i.benchmark.empty() ? "-" : i.benchmark);
+  os << fmt::format("  metric: {}\n", metric_text(i));
+  os << fmt::format("  modes: {}   devices: {}   precisions: {}\n", fmt::join(i.modes, ", "), fmt::join(i.devices, ", "),
+                    fmt::join(i.precisions, ", "));
+  os << "Options (--" << p.name << ".<name> VALUE, or '" << p.name << ".<name> = VALUE' in a config file):\n";
+  if (i.options.empty()) os << "  (none)\n";
+  for (const auto& o : i.options)
+    os << fmt::format("  --{}.{:<24} {:<10} default: {:<12} {}{}\n", p.name, o.name, o.type.empty() ? "string" : o.type,
+                      o.default_value.empty() ? "-" : o.default_value, o.help, o.required ? " (required)" : "");
+  os << "Configs:\n";
+  if (i.configs.empty()) os << "  (none shipped)\n";
+  for (const auto& c : i.configs) {
+    std::string where = "not found";
+    try {
+      where = resolve_config(c, p.name, roots).string();
+    } catch (const UsageError&) {
+    }
+    os << fmt::format("  {:<20} {}{}\n", c, where, c == i.default_config ? "  (default)" : "");
+  }
+  return os.str();
+}
+
+Placement detect_placement() {
+  Placement p;
+  // OpenMPI, then Slurm, then torchrun-style variables.
+  if (std::getenv("OMPI_COMM_WORLD_SIZE")) {
+    p.world_size = env_int("OMPI_COMM_WORLD_SIZE", 1);
+    p.rank = env_int("OMPI_COMM_WORLD_RANK", 0);
+    p.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
+  } else if (std::getenv("SLURM_PROCID") && std::getenv("SLURM_NTASKS")) {
+    p.world_size = env_int("SLURM_NTASKS", 1);
+    p.rank = env_int("SLURM_PROCID", 0);
+    p.local_rank = env_int("SLURM_LOCALID", 0);
+  } else if (std::getenv("WORLD_SIZE")) {
+    p.world_size = env_int("WORLD_SIZE", 1);
+    p.rank = env_int("RANK", 0);
+    p.local_rank = env_int("LOCAL_RANK", 0);
+  }
+  return p;
+}
+
+int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) {
+  auto usage_error = [&](const std::exception& e) {
+    const auto* be = dynamic_cast<const Error*>(&e);
+    std::fprintf(err, "benchhost: error: %s\n", be ? be->message().c_str() : e.what());
+    return kExitUsage;
+  };
+  PreParsed pre;
+  try {
+    pre = pre_parse(argc, argv);
+  } catch (const std::exception& e) {
+    return usage_error(e);
+  }
+  if (pre.command == "version") {
+    std::fprintf(out, "benchhost %s (git %s%s), plugin ABI %d.%d\n", BENCHHOST_VERSION_STRING, BENCHHOST_GIT_REVISION,
+                 BENCHHOST_GIT_DIRTY ? ", dirty" : "", BENCHHOST_ABI_MAJOR, BENCHHOST_ABI_MINOR);
+    return kExitOk;
+  }
+  const fs::path exe_dir = executable_dir();
+  const auto roots = default_configs_roots(exe_dir);
+  PluginRegistry registry;
+  registry.discover(plugin_search_path(pre.plugin_dirs, exe_dir));
+  auto find_plugin = [&](const std::string& name) -> std::shared_ptr<LoadedPlugin> {
+    if (auto p = registry.find(name)) return p;
+    for (const auto& b : registry.broken())
+      if (b.path.stem() == name)
+        BH_USAGE("plugin '{}' ({}) cannot be used: {}", name, b.path.string(), b.reason);
+    const std::string near = nearest(name, registry.names());
+    BH_USAGE("no plugin named '{}'{}; available: {} (see `benchhost list`)", name,
+             near.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", near),
+             registry.names().empty() ? std::string("none") : fmt::format("{}", fmt::join(registry.names(), ", ")));
+  };
+
+  if (pre.command == "help" || (pre.help && pre.plugin.empty())) {
+    std::fputs(help_text(nullptr).c_str(), out);
+    return kExitOk;
+  }
+  if (pre.command == "list") {
+    std::fputs(list_text(registry).c_str(), out);
+    return kExitOk;
+  }
+  std::shared_ptr<LoadedPlugin> plugin;
+  try {
+    if (pre.plugin.empty())
+      BH_USAGE("{} needs a plugin: {} (available: {})", pre.command,
+               pre.command == "info" ? "benchhost info <plugin>" : "--plugin NAME",
+               registry.names().empty() ? std::string("none found") : fmt::format("{}", fmt::join(registry.names(), ", ")));
+    plugin = find_plugin(pre.plugin);
+  } catch (const std::exception& e) {
+    return usage_error(e);
+  }
+  if (pre.command == "info") {
+    std::fputs(info_text(*plugin, roots).c_str(), out);
+    return kExitOk;
+  }
+  if (pre.help) {
+    std::fputs(help_text(&plugin->info).c_str(), out);
+    return kExitOk;
+  }
+  Settings s;
+  try {
+    s = parse_cli(argc, argv, &plugin->info, roots);
+  } catch (const std::exception& e) {
+    return usage_error(e);
+  }
+
+  Placement where = detect_placement();
+  if (where.world_size > 1) {
+    // Note [Multi-process runs]: the communicator (sdk/include/benchhost/comm/) is created here and
+    // handed to the plugin in bh_run_context.communicator once it exists; until then a multi-process
+    // launch is refused rather than silently running N independent copies that overwrite each other.
+    std::fprintf(err,
+                 "benchhost: error: launched as rank %d of %d, but this build has no collective backend yet "
+                 "(sdk/include/benchhost/comm/ is not available); run a single process\n",
+                 where.rank, where.world_size);
+    return kExitRunFailed;
+  }
+  const bool rank0 = where.rank == 0;
+  EventBus bus;
+  try {
+    ReportHeader header;
+    ordered_json options = ordered_json::object();
+    for (const auto& [k, v] : s.plugin_options) options[k] = v;
+    header.invocation = {{"argv", s.argv},
+                         {"command", "run"},
+                         {"plugin", s.plugin},
+                         {"mode", s.mode},
+                         {"config", s.config_path.empty() ? ordered_json(nullptr) : ordered_json(s.config_path.string())},
+                         {"device", s.device},
+                         {"precision", s.precision},
+                         {"batch_sizes", s.batch_sizes},
+                         {"device_counts", s.device_counts},
+                         {"warmup", s.warmup},
+                         {"iterations", s.iterations},
+                         {"runs", s.runs},
+                         {"seed", s.seed},
+                         {"threads", s.threads},
+                         {"synthetic", s.synthetic},
+                         {"timeout_seconds", s.timeout_seconds},
+                         {"world_size", where.world_size},
+                         {"options", options}};
+    const WorkloadInfo& i = plugin->info;
+    header.plugin = {{"name", plugin->name},
+                     {"version", plugin->version},
+                     {"abi", plugin->abi},
+                     {"path", plugin->path.string()},
+                     {"benchmark", i.benchmark},
+                     {"metric", {{"name", i.metric_name}, {"target", i.metric_target},
+                                 {"direction", i.higher_is_better ? "max" : "min"}}}};
+    header.environment = environment_fingerprint({{plugin->name, plugin->version, plugin->abi, plugin->path.string()}});
+    if (rank0) {
+      bus.add(std::make_unique<ConsoleReporter>(out));
+      if (!s.output.empty()) bus.add(std::make_unique<JsonReporter>(s.output, header));
+      if (!s.csv.empty()) bus.add(std::make_unique<CsvReporter>(s.csv));
+      if (!s.mllog.empty()) bus.add(std::make_unique<MllogReporter>(s.mllog, s.runs));
+      std::fprintf(out, "benchhost %s: %s %s, mode %s, device %s, precision %s%s\n", BENCHHOST_VERSION_STRING,
+                   plugin->name.c_str(), plugin->version.c_str(), s.mode.c_str(), s.device.c_str(), s.precision.c_str(),
+                   s.config_path.empty() ? "" : fmt::format(", config {}", s.config_path.string()).c_str());
+      std::fflush(out);
+    }
+    Summary summary;
+    summary.ttt = run_selected_mode(s, plugin, where, bus);
+    summary.interrupted = received_signal() != 0;
+    summary.exit_code = exit_code_for(bus.records(), summary.ttt, summary.interrupted);
+    bus.finish(summary);
+    return summary.exit_code;
+  } catch (const UsageError& e) {
+    return usage_error(e);
+  } catch (const std::exception& e) {
+    std::fprintf(err, "benchhost: error: %s\n", e.what());
+    return kExitHostError;
+  }
+}
+
+}  // namespace benchhost::host

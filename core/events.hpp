@@ -1,0 +1,131 @@
+#pragma once
+/// @file events.hpp  The one event stream every reporter listens to.
+///
+/// Note [Event stream]
+/// Run modes never print or write files. They emit three kinds of event into an EventBus:
+///   - MLLOG events (key, value, metadata, wall-clock time) as mlcommons/logging defines them;
+///   - progress updates (for the console's live line);
+///   - finished records: one flat RunRecord per time-to-train run or sweep point.
+/// Reporters (console, JSON, CSV, MLLOG) subscribe and decide what to do with each. A reporter
+/// that writes a file rewrites it atomically after every record, so whatever was measured before
+/// a failure, a crash in a later point or Ctrl-C is on disk.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "benchhost/plugin_abi.h"
+
+namespace benchhost::host {
+
+/// How a run or sweep point ended.
+enum class RunStatus { passed, skipped, invalid_arguments, oom, timeout, diverged, failed };
+const char* to_string(RunStatus s);  ///< "PASSED", "SKIPPED", ...
+RunStatus status_from_bh(bh_status s);
+
+/// One finished run (ttt) or sweep point (train/infer/loader). Fields not meaningful for a kind
+/// stay unset (reported as null in JSON, empty in CSV).
+struct RunRecord {
+  std::string kind;  ///< "ttt", "train", "infer", "loader"
+  RunStatus status = RunStatus::passed;
+  std::string message;  ///< why it did not pass (actionable), or a note
+  std::string plugin;
+  std::string device;
+  std::string precision;
+  std::int64_t batch_size = 0;  ///< per rank, as run (0: the workload's default)
+  int devices = 1;              ///< ranks (the -n value)
+  std::uint64_t seed = 0;
+  int run_index = 0;            ///< ttt: 0-based run number
+  std::int64_t iterations = 0;  ///< timed steps
+  std::int64_t samples = 0;     ///< samples in the timed part
+  std::optional<double> seconds;             ///< timed wall time
+  std::optional<double> samples_per_second;
+  std::optional<double> step_ms_mean, step_ms_p50, step_ms_p90, step_ms_p99;  ///< train
+  std::optional<double> latency_ms_avg, latency_ms_p50, latency_ms_p90, latency_ms_p95, latency_ms_p99;  ///< infer
+  std::optional<double> data_wait_fraction;  ///< share of step time spent in prepare_batch
+  std::optional<double> achieved_tflops;
+  std::optional<double> mfu;                 ///< achieved FLOP/s / device peak
+  std::string mfu_note;                      ///< why MFU is missing
+  std::optional<double> scaling_efficiency;  ///< weak scaling vs. the 1-device point
+  std::optional<double> final_loss;
+  // time-to-train
+  std::optional<bool> converged;
+  std::optional<double> time_to_train_seconds;
+  std::optional<double> final_metric;
+  std::int64_t epochs = 0;
+  struct Eval {
+    double epoch = 0;
+    std::int64_t samples_trained = 0;
+    double metric = 0;
+    double seconds_since_run_start = 0;
+  };
+  std::vector<Eval> evals;
+  // multi-rank step-time aggregation (per-rank mean step time, ms)
+  std::optional<double> rank_step_ms_min, rank_step_ms_median, rank_step_ms_max;
+};
+
+/// One MLLOG line's content.
+struct MllogEvent {
+  std::int64_t time_ms = 0;  ///< milliseconds since the Unix epoch (system clock)
+  std::string event_type;    ///< "POINT_IN_TIME", "INTERVAL_START", "INTERVAL_END"
+  std::string key;
+  nlohmann::ordered_json value;
+  nlohmann::ordered_json metadata;  ///< extra metadata (file/lineno are added by the bus)
+  std::string file;
+  int line = 0;
+  int run_index = 0;
+};
+
+struct Progress {
+  std::string what;  ///< "ttt run 1/5", "train b=32 n=1"
+  std::int64_t step = 0;
+  std::int64_t total_steps = 0;  ///< 0 = unknown
+  std::string detail;            ///< "epoch 3, metric 0.71"
+};
+
+/// Aggregate results attached at the end (ttt olympic mean).
+struct Summary {
+  nlohmann::ordered_json ttt;  ///< null unless mode ttt
+  int exit_code = 0;
+  bool interrupted = false;
+};
+
+class Reporter {
+ public:
+  virtual ~Reporter() = default;
+  virtual void on_mllog(const MllogEvent&) {}
+  virtual void on_progress(const Progress&) {}
+  virtual void on_record(const RunRecord&, const std::vector<RunRecord>& all) {}
+  virtual void on_finish(const std::vector<RunRecord>& all, const Summary&) {}
+};
+
+/// Fan-out of events to reporters. Only rank 0 gets reporters (see main.cpp).
+class EventBus {
+ public:
+  void add(std::unique_ptr<Reporter> r) { reporters_.push_back(std::move(r)); }
+  void mllog(const std::string& event_type, const std::string& key, nlohmann::ordered_json value,
+             nlohmann::ordered_json metadata = nlohmann::ordered_json::object(),
+             std::source_location loc = std::source_location::current());
+  void progress(const Progress& p);
+  void record(RunRecord r);
+  void finish(const Summary& s);
+  const std::vector<RunRecord>& records() const { return records_; }
+  void set_run_index(int i) { run_index_ = i; }
+
+ private:
+  std::vector<std::unique_ptr<Reporter>> reporters_;
+  std::vector<RunRecord> records_;
+  int run_index_ = 0;
+};
+
+/// Milliseconds since the Unix epoch, for MLLOG's time_ms.
+std::int64_t unix_time_ms();
+
+}  // namespace benchhost::host

@@ -1,0 +1,269 @@
+#include "plugin_loader.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <system_error>
+
+#include <boost/dll/shared_library.hpp>
+#include <fmt/format.h>
+
+namespace benchhost::host {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Required slots are checked once at load time so a broken plugin shows up in `benchhost list`
+// instead of failing half-way through a run. Mode-specific slots (evaluate, infer_step) are
+// checked when a mode needs them.
+const char* missing_required_slot(const bh_plugin_descriptor& d) {
+  if (!d.describe_json) return "describe_json";
+  if (!d.create) return "create";
+  if (!d.destroy) return "destroy";
+  if (!d.setup) return "setup";
+  if (!d.train_step) return "train_step";
+  return nullptr;
+}
+
+std::string cstr(const char* s) { return s ? std::string(s) : std::string(); }
+
+bool looks_like_shared_object(const fs::path& p) {
+  const std::string name = p.filename().string();
+  const std::string suffix = boost::dll::shared_library::suffix().string();  // ".so"
+  return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+std::shared_ptr<LoadedPlugin> load_plugin(const fs::path& path, BrokenPlugin* broken) {
+  auto fail = [&](std::string why) -> std::shared_ptr<LoadedPlugin> {
+    if (broken) *broken = BrokenPlugin{path, std::move(why)};
+    return nullptr;
+  };
+  auto lib = std::make_shared<boost::dll::shared_library>();
+  try {
+    // RTLD_LOCAL: two plugins may define the same internal symbols without clashing.
+    lib->load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    return fail(fmt::format("cannot be loaded: {}", e.what()));
+  }
+  if (!lib->has(BENCHHOST_PLUGIN_ENTRY_SYMBOL))
+    return fail(fmt::format("not a benchhost plugin: the library has no '{}' symbol (define one with "
+                            "BENCHHOST_PLUGIN(YourWorkload))",
+                            BENCHHOST_PLUGIN_ENTRY_SYMBOL));
+  const bh_plugin_descriptor* d = nullptr;
+  try {
+    auto entry = lib->get<const bh_plugin_descriptor*()>(BENCHHOST_PLUGIN_ENTRY_SYMBOL);
+    d = entry();
+  } catch (const std::exception& e) {
+    return fail(fmt::format("entry point failed: {}", e.what()));
+  }
+  if (!d) return fail("entry point returned no descriptor");
+  const std::string theirs = fmt::format("{}.{}", d->abi_major, d->abi_minor);
+  const std::string ours = fmt::format("{}.{}", BENCHHOST_ABI_MAJOR, BENCHHOST_ABI_MINOR);
+  if (d->abi_major != BENCHHOST_ABI_MAJOR)
+    return fail(fmt::format("plugin ABI {} is incompatible with this host's ABI {} (the major version "
+                            "differs): rebuild the plugin against this SDK",
+                            theirs, ours));
+  if (d->abi_minor > BENCHHOST_ABI_MINOR)
+    return fail(fmt::format("plugin ABI {} is newer than this host's ABI {}: update benchhost", theirs, ours));
+  // Note [Plugin ABI] (plugin_abi.h): copy what both sides know, zero the rest.
+  const std::size_t header = offsetof(bh_plugin_descriptor, name);
+  if (d->struct_size < header)
+    return fail(fmt::format("descriptor struct_size {} is smaller than its header ({} bytes)", d->struct_size, header));
+  auto p = std::make_shared<LoadedPlugin>();
+  std::memcpy(&p->descriptor, d, std::min<std::size_t>(d->struct_size, sizeof(bh_plugin_descriptor)));
+  p->path = path;
+  p->abi = theirs;
+  p->name = cstr(p->descriptor.name);
+  p->version = cstr(p->descriptor.version);
+  if (p->name.empty()) return fail("descriptor has no name");
+  if (const char* slot = missing_required_slot(p->descriptor))
+    return fail(fmt::format("plugin '{}' lacks the required slot '{}'", p->name, slot));
+  const char* json = p->descriptor.describe_json();
+  if (!json) return fail(fmt::format("plugin '{}': describe_json failed (returned null)", p->name));
+  try {
+    p->info = WorkloadInfo::from_json(json);
+  } catch (const Error& e) {
+    return fail(fmt::format("plugin '{}': {}", p->name, e.message()));
+  }
+  if (p->info.name != p->name)
+    return fail(fmt::format("descriptor name '{}' differs from describe_json name '{}'", p->name, p->info.name));
+  if (p->version.empty()) p->version = p->info.version;
+  p->library = std::move(lib);
+  return p;
+}
+
+void PluginRegistry::discover(const std::vector<fs::path>& dirs) {
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    searched_.push_back(dir);
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(dir, ec))
+      if (entry.is_regular_file(ec) && looks_like_shared_object(entry.path())) files.push_back(entry.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      BrokenPlugin b;
+      auto p = load_plugin(f, &b);
+      if (!p) {
+        broken_.push_back(std::move(b));
+        continue;
+      }
+      if (auto existing = find(p->name)) {
+        broken_.push_back({f, fmt::format("plugin '{}' is shadowed by {} (found earlier in the search path)",
+                                          p->name, existing->path.string())});
+        continue;
+      }
+      plugins_.push_back(std::move(p));
+    }
+  }
+}
+
+std::shared_ptr<LoadedPlugin> PluginRegistry::find(const std::string& name) const {
+  for (const auto& p : plugins_)
+    if (p->name == name) return p;
+  return nullptr;
+}
+
+std::vector<std::string> PluginRegistry::names() const {
+  std::vector<std::string> out;
+  for (const auto& p : plugins_) out.push_back(p->name);
+  return out;
+}
+
+std::vector<fs::path> plugin_search_path(const std::vector<std::string>& plugin_dirs, const fs::path& exe_dir) {
+  std::vector<fs::path> out;
+  for (const auto& d : plugin_dirs) out.emplace_back(d);
+  if (const char* env = std::getenv("BENCHHOST_PLUGIN_PATH")) {
+    std::string s = env;
+    std::size_t start = 0;
+    while (start <= s.size()) {
+      auto colon = s.find(':', start);
+      std::string part = s.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+      if (!part.empty()) out.emplace_back(part);
+      if (colon == std::string::npos) break;
+      start = colon + 1;
+    }
+  }
+  out.push_back(exe_dir / "plugins");
+  return out;
+}
+
+fs::path executable_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return fs::current_path();
+  return exe.parent_path();
+}
+
+// ---- WorkloadInstance ---------------------------------------------------------------------------
+
+namespace {
+[[noreturn]] void raise(const LoadedPlugin& p, const char* slot, bh_status st, const bh_error& err) {
+  std::string msg = err.message[0] ? std::string(err.message) : std::string("(no message)");
+  throw PluginError(st, fmt::format("{}.{}: {}", p.name, slot, msg), __FILE__, __LINE__);
+}
+void check(const LoadedPlugin& p, const char* slot, bh_status st, const bh_error& err) {
+  if (st != BH_STATUS_OK) raise(p, slot, st, err);
+}
+}  // namespace
+
+WorkloadInstance::WorkloadInstance(std::shared_ptr<LoadedPlugin> plugin) : plugin_(std::move(plugin)) {
+  bh_error err{};
+  check(*plugin_, "create", plugin_->descriptor.create(&handle_, &err), err);
+  if (!handle_) throw PluginError(BH_STATUS_FAILED, plugin_->name + ".create returned no instance", __FILE__, __LINE__);
+}
+
+WorkloadInstance::~WorkloadInstance() {
+  try {
+    teardown();
+  } catch (...) {
+  }
+  if (handle_) plugin_->descriptor.destroy(handle_);
+}
+
+std::string WorkloadInstance::check_support(const LoadedPlugin& plugin, const bh_run_context& ctx) {
+  if (!plugin.descriptor.check_support) return {};
+  bh_error err{};
+  bh_status st = plugin.descriptor.check_support(&ctx, &err);
+  if (st == BH_STATUS_OK) return {};
+  if (st == BH_STATUS_UNSUPPORTED) return err.message[0] ? err.message : "declined by check_support";
+  raise(plugin, "check_support", st, err);
+}
+
+bh_run_info WorkloadInstance::setup(const bh_run_context& ctx) {
+  bh_run_info info{};
+  info.struct_size = sizeof(bh_run_info);
+  info.max_epochs = 1;
+  bh_error err{};
+  bh_status st = plugin_->descriptor.setup(handle_, &ctx, &info, &err);
+  set_up_ = true;  // teardown is owed even when setup failed half-way
+  check(*plugin_, "setup", st, err);
+  return info;
+}
+
+void WorkloadInstance::begin_epoch(std::int64_t epoch) {
+  if (!plugin_->descriptor.begin_epoch) return;
+  bh_error err{};
+  check(*plugin_, "begin_epoch", plugin_->descriptor.begin_epoch(handle_, epoch, &err), err);
+}
+
+void WorkloadInstance::prepare_batch() {
+  if (!plugin_->descriptor.prepare_batch) return;
+  bh_error err{};
+  check(*plugin_, "prepare_batch", plugin_->descriptor.prepare_batch(handle_, &err), err);
+}
+
+bh_step_result WorkloadInstance::train_step() {
+  bh_step_result r{};
+  r.struct_size = sizeof(r);
+  bh_error err{};
+  check(*plugin_, "train_step", plugin_->descriptor.train_step(handle_, &r, &err), err);
+  return r;
+}
+
+bh_eval_result WorkloadInstance::evaluate() {
+  if (!plugin_->descriptor.evaluate)
+    throw PluginError(BH_STATUS_UNSUPPORTED, plugin_->name + " has no evaluate slot (needed by --mode ttt)",
+                      __FILE__, __LINE__);
+  bh_eval_result r{};
+  r.struct_size = sizeof(r);
+  bh_error err{};
+  check(*plugin_, "evaluate", plugin_->descriptor.evaluate(handle_, &r, &err), err);
+  return r;
+}
+
+bh_step_result WorkloadInstance::infer_step() {
+  if (!plugin_->descriptor.infer_step)
+    throw PluginError(BH_STATUS_UNSUPPORTED, plugin_->name + " has no infer_step slot (needed by --mode infer)",
+                      __FILE__, __LINE__);
+  bh_step_result r{};
+  r.struct_size = sizeof(r);
+  bh_error err{};
+  check(*plugin_, "infer_step", plugin_->descriptor.infer_step(handle_, &r, &err), err);
+  return r;
+}
+
+void WorkloadInstance::synchronize() {
+  if (!plugin_->descriptor.synchronize) return;
+  bh_error err{};
+  check(*plugin_, "synchronize", plugin_->descriptor.synchronize(handle_, &err), err);
+}
+
+std::string WorkloadInstance::hyperparameters_json() {
+  if (!plugin_->descriptor.hyperparameters_json) return "{}";
+  const char* s = plugin_->descriptor.hyperparameters_json(handle_);
+  return s ? std::string(s) : std::string("{}");
+}
+
+void WorkloadInstance::teardown() {
+  if (!set_up_) return;
+  set_up_ = false;
+  if (!plugin_->descriptor.teardown) return;
+  bh_error err{};
+  check(*plugin_, "teardown", plugin_->descriptor.teardown(handle_, &err), err);
+}
+
+}  // namespace benchhost::host

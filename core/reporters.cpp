@@ -1,0 +1,332 @@
+#include "reporters.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "benchhost/error.hpp"
+
+namespace benchhost::host {
+
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+
+void write_file_atomically(const fs::path& path, const std::string& content) {
+  fs::path dir = path.parent_path();
+  if (!dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+  }
+  const fs::path tmp = path.string() + fmt::format(".tmp.{}", ::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) BH_THROW(Error, "cannot write {}: {}", tmp.string(), std::strerror(errno));
+  const char* p = content.data();
+  std::size_t left = content.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      BH_THROW(Error, "cannot write {}: {}", tmp.string(), std::strerror(e));
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  ::fsync(fd);
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    BH_THROW(Error, "cannot rename {} to {}: {}", tmp.string(), path.string(), std::strerror(e));
+  }
+}
+
+namespace {
+template <class T>
+ordered_json opt(const std::optional<T>& v) {
+  if (!v) return nullptr;
+  if constexpr (std::is_floating_point_v<T>)
+    if (!std::isfinite(*v)) return nullptr;
+  return *v;
+}
+}  // namespace
+
+ordered_json record_to_json(const RunRecord& r) {
+  ordered_json j;
+  j["kind"] = r.kind;
+  j["status"] = to_string(r.status);
+  j["message"] = r.message;
+  j["plugin"] = r.plugin;
+  j["device"] = r.device;
+  j["precision"] = r.precision;
+  j["batch_size"] = r.batch_size;
+  j["devices"] = r.devices;
+  j["seed"] = r.seed;
+  j["run_index"] = r.run_index;
+  j["iterations"] = r.iterations;
+  j["samples"] = r.samples;
+  j["seconds"] = opt(r.seconds);
+  j["samples_per_second"] = opt(r.samples_per_second);
+  j["step_ms"] = {{"mean", opt(r.step_ms_mean)}, {"p50", opt(r.step_ms_p50)}, {"p90", opt(r.step_ms_p90)},
+                  {"p99", opt(r.step_ms_p99)}};
+  j["latency_ms"] = {{"avg", opt(r.latency_ms_avg)}, {"p50", opt(r.latency_ms_p50)}, {"p90", opt(r.latency_ms_p90)},
+                     {"p95", opt(r.latency_ms_p95)}, {"p99", opt(r.latency_ms_p99)}};
+  j["data_wait_fraction"] = opt(r.data_wait_fraction);
+  j["achieved_tflops"] = opt(r.achieved_tflops);
+  j["mfu"] = opt(r.mfu);
+  j["mfu_note"] = r.mfu_note;
+  j["scaling_efficiency"] = opt(r.scaling_efficiency);
+  j["final_loss"] = opt(r.final_loss);
+  j["rank_step_ms"] = {{"min", opt(r.rank_step_ms_min)}, {"median", opt(r.rank_step_ms_median)},
+                       {"max", opt(r.rank_step_ms_max)}};
+  ordered_json ttt = nullptr;
+  if (r.kind == "ttt") {
+    ttt = ordered_json::object();
+    ttt["converged"] = opt(r.converged);
+    ttt["time_to_train_seconds"] = opt(r.time_to_train_seconds);
+    ttt["final_metric"] = opt(r.final_metric);
+    ttt["epochs"] = r.epochs;
+    ordered_json evals = ordered_json::array();
+    for (const auto& e : r.evals)
+      evals.push_back({{"epoch", e.epoch}, {"samples_trained", e.samples_trained}, {"metric", e.metric},
+                       {"seconds_since_run_start", e.seconds_since_run_start}});
+    ttt["evals"] = evals;
+  }
+  j["ttt"] = ttt;
+  return j;
+}
+
+ordered_json report_to_json(const ReportHeader& h, const std::vector<RunRecord>& records, const Summary* summary) {
+  ordered_json j;
+  j["schema"] = "benchhost-report";
+  j["schema_version"] = kReportSchemaVersion;
+  j["created_unix_ms"] = unix_time_ms();
+  j["invocation"] = h.invocation;
+  j["plugin"] = h.plugin;
+  j["environment"] = h.environment;
+  ordered_json results = ordered_json::array();
+  for (const auto& r : records) results.push_back(record_to_json(r));
+  j["results"] = results;
+  ordered_json counts = ordered_json::object();
+  for (RunStatus s : {RunStatus::passed, RunStatus::skipped, RunStatus::invalid_arguments, RunStatus::oom,
+                      RunStatus::timeout, RunStatus::diverged, RunStatus::failed}) {
+    int n = 0;
+    for (const auto& r : records) n += r.status == s;
+    counts[to_string(s)] = n;
+  }
+  j["summary"] = {{"complete", summary != nullptr},
+                  {"interrupted", summary ? summary->interrupted : false},
+                  {"exit_code", summary ? ordered_json(summary->exit_code) : ordered_json(nullptr)},
+                  {"status_counts", counts},
+                  {"ttt", summary ? summary->ttt : ordered_json(nullptr)}};
+  return j;
+}
+
+void JsonReporter::on_record(const RunRecord&, const std::vector<RunRecord>& all) {
+  write_file_atomically(path_, report_to_json(header_, all, nullptr).dump(2) + "\n");
+}
+
+void JsonReporter::on_finish(const std::vector<RunRecord>& all, const Summary& s) {
+  write_file_atomically(path_, report_to_json(header_, all, &s).dump(2) + "\n");
+}
+
+namespace {
+std::string csv_num(const std::optional<double>& v) {
+  return v && std::isfinite(*v) ? fmt::format("{:.6g}", *v) : std::string();
+}
+std::string csv_text(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c == '\n' ? ' ' : c;
+  }
+  return out + "\"";
+}
+}  // namespace
+
+std::string CsvReporter::render(const std::vector<RunRecord>& all) {
+  std::string out =
+      "kind,plugin,status,device,precision,batch_size,devices,seed,run_index,iterations,samples,seconds,"
+      "samples_per_second,step_ms_p50,step_ms_p90,step_ms_p99,latency_ms_avg,latency_ms_p50,latency_ms_p90,"
+      "latency_ms_p95,latency_ms_p99,data_wait_fraction,achieved_tflops,mfu,scaling_efficiency,converged,"
+      "time_to_train_seconds,final_metric,message\n";
+  for (const auto& r : all) {
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                       r.kind, csv_text(r.plugin), to_string(r.status), r.device, r.precision, r.batch_size,
+                       r.devices, r.seed, r.run_index, r.iterations, r.samples, csv_num(r.seconds),
+                       csv_num(r.samples_per_second), csv_num(r.step_ms_p50), csv_num(r.step_ms_p90),
+                       csv_num(r.step_ms_p99), csv_num(r.latency_ms_avg), csv_num(r.latency_ms_p50),
+                       csv_num(r.latency_ms_p90), csv_num(r.latency_ms_p95), csv_num(r.latency_ms_p99),
+                       csv_num(r.data_wait_fraction), csv_num(r.achieved_tflops), csv_num(r.mfu),
+                       csv_num(r.scaling_efficiency), r.converged ? (*r.converged ? "true" : "false") : "",
+                       csv_num(r.time_to_train_seconds), csv_num(r.final_metric), csv_text(r.message));
+  }
+  return out;
+}
+
+void CsvReporter::on_record(const RunRecord&, const std::vector<RunRecord>& all) {
+  write_file_atomically(path_, render(all));
+}
+
+// ---- MLLOG ---------------------------------------------------------------------------------------
+
+namespace {
+// Python's json.dumps: ", " between items, ": " after keys, ASCII-only strings.
+void python_json(const ordered_json& j, std::string& out) {
+  if (j.is_object()) {
+    out += '{';
+    bool first = true;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (!first) out += ", ";
+      first = false;
+      out += ordered_json(it.key()).dump(-1, ' ', true);
+      out += ": ";
+      python_json(it.value(), out);
+    }
+    out += '}';
+  } else if (j.is_array()) {
+    out += '[';
+    for (std::size_t i = 0; i < j.size(); ++i) {
+      if (i) out += ", ";
+      python_json(j[i], out);
+    }
+    out += ']';
+  } else if (j.is_number_float() && !std::isfinite(j.get<double>())) {
+    double v = j.get<double>();
+    out += std::isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity");
+  } else {
+    out += j.dump(-1, ' ', true);
+  }
+}
+}  // namespace
+
+std::string format_mllog_line(const MllogEvent& e) {
+  ordered_json meta = ordered_json::object();
+  meta["file"] = e.file;
+  meta["lineno"] = e.line;
+  for (auto it = e.metadata.begin(); it != e.metadata.end(); ++it) meta[it.key()] = it.value();
+  ordered_json line;
+  line["namespace"] = "";
+  line["time_ms"] = e.time_ms;
+  line["event_type"] = e.event_type;
+  line["key"] = e.key;
+  line["value"] = e.value;
+  line["metadata"] = meta;
+  std::string out = ":::MLLOG ";
+  python_json(line, out);
+  return out;
+}
+
+fs::path MllogReporter::path_for_run(const fs::path& base, int run, int runs) {
+  if (runs <= 1) return base;
+  fs::path p = base;
+  p.replace_filename(fmt::format("{}_{}{}", base.stem().string(), run, base.extension().string()));
+  return p;
+}
+
+void MllogReporter::on_mllog(const MllogEvent& e) {
+  if (e.run_index != open_run_) {
+    out_.close();
+    const fs::path p = path_for_run(path_, e.run_index, runs_);
+    if (!p.parent_path().empty()) {
+      std::error_code ec;
+      fs::create_directories(p.parent_path(), ec);
+    }
+    out_.open(p, std::ios::out | std::ios::trunc);
+    if (!out_) BH_THROW(Error, "cannot write MLLOG file {}", p.string());
+    open_run_ = e.run_index;
+  }
+  out_ << format_mllog_line(e) << '\n';
+  out_.flush();
+}
+
+// ---- console -------------------------------------------------------------------------------------
+
+ConsoleReporter::ConsoleReporter(std::FILE* out) : out_(out), tty_(::isatty(::fileno(out)) != 0) {}
+
+void ConsoleReporter::clear_progress() {
+  if (progress_shown_) {
+    std::fputs("\r\033[K", out_);
+    progress_shown_ = false;
+  }
+}
+
+void ConsoleReporter::on_progress(const Progress& p) {
+  if (!tty_) return;
+  using namespace std::chrono;
+  const double now = duration<double>(steady_clock::now().time_since_epoch()).count();
+  if (last_progress_ >= 0 && now - last_progress_ < 0.25) return;  // at most 4 updates a second
+  last_progress_ = now;
+  std::string line = p.total_steps > 0 ? fmt::format("  [{}] step {}/{}", p.what, p.step, p.total_steps)
+                                       : fmt::format("  [{}] step {}", p.what, p.step);
+  if (!p.detail.empty()) line += "  " + p.detail;
+  std::fputs(("\r\033[K" + line).c_str(), out_);
+  std::fflush(out_);
+  progress_shown_ = true;
+}
+
+namespace {
+std::string num(const std::optional<double>& v, const char* f = "{:.4g}") {
+  return v && std::isfinite(*v) ? fmt::format(fmt::runtime(f), *v) : std::string("-");
+}
+std::string describe(const RunRecord& r) {
+  if (r.kind == "ttt")
+    return fmt::format("ttt run {} seed {}: {} in {} s, metric {}, {} epochs", r.run_index, r.seed,
+                       r.converged.value_or(false) ? "converged" : "not converged", num(r.time_to_train_seconds),
+                       num(r.final_metric), r.epochs);
+  if (r.kind == "infer")
+    return fmt::format("infer b={}: {} samples/s, latency ms avg {} p50 {} p90 {} p95 {} p99 {}", r.batch_size,
+                       num(r.samples_per_second), num(r.latency_ms_avg), num(r.latency_ms_p50), num(r.latency_ms_p90),
+                       num(r.latency_ms_p95), num(r.latency_ms_p99));
+  if (r.kind == "loader")
+    return fmt::format("loader b={}: {} samples/s", r.batch_size, num(r.samples_per_second));
+  return fmt::format("train b={} n={}: {} samples/s, step ms p50 {} p90 {} p99 {}, data wait {}, MFU {}", r.batch_size,
+                     r.devices, num(r.samples_per_second), num(r.step_ms_p50), num(r.step_ms_p90), num(r.step_ms_p99),
+                     r.data_wait_fraction ? fmt::format("{:.1f}%", *r.data_wait_fraction * 100) : "-",
+                     r.mfu ? fmt::format("{:.1f}%", *r.mfu * 100) : "-");
+}
+}  // namespace
+
+void ConsoleReporter::on_record(const RunRecord& r, const std::vector<RunRecord>&) {
+  clear_progress();
+  std::string line = fmt::format("{:<17} {}", to_string(r.status), describe(r));
+  if (!r.message.empty()) line += "\n                  " + r.message;
+  std::fprintf(out_, "%s\n", line.c_str());
+  std::fflush(out_);
+}
+
+void ConsoleReporter::on_finish(const std::vector<RunRecord>& all, const Summary& s) {
+  clear_progress();
+  if (all.empty()) return;
+  std::fprintf(out_, "\n%-6s %-17s %7s %4s %14s %10s %10s %10s %9s %7s\n", "kind", "status", "batch", "n", "samples/s",
+               "p50 ms", "p90 ms", "p99 ms", "data-wait", "MFU");
+  for (const auto& r : all) {
+    const bool infer = r.kind == "infer";
+    std::fprintf(out_, "%-6s %-17s %7lld %4d %14s %10s %10s %10s %9s %7s\n", r.kind.c_str(), to_string(r.status),
+                 static_cast<long long>(r.batch_size), r.devices, num(r.samples_per_second, "{:.1f}").c_str(),
+                 num(infer ? r.latency_ms_p50 : r.step_ms_p50).c_str(), num(infer ? r.latency_ms_p90 : r.step_ms_p90).c_str(),
+                 num(infer ? r.latency_ms_p99 : r.step_ms_p99).c_str(),
+                 r.data_wait_fraction ? fmt::format("{:.1f}%", *r.data_wait_fraction * 100).c_str() : "-",
+                 r.mfu ? fmt::format("{:.1f}%", *r.mfu * 100).c_str() : "-");
+  }
+  if (!s.ttt.is_null()) {
+    std::fprintf(out_, "\ntime to train: %s\n", s.ttt.value("status", "").c_str());
+    if (s.ttt.contains("olympic_mean_seconds") && !s.ttt["olympic_mean_seconds"].is_null())
+      std::fprintf(out_, "  olympic mean %.3f s (%.4f min)\n", s.ttt["olympic_mean_seconds"].get<double>(),
+                   s.ttt["olympic_mean_seconds"].get<double>() / 60.0);
+    std::fprintf(out_, "  %s\n", s.ttt.value("note", "").c_str());
+  }
+  if (s.interrupted) std::fprintf(out_, "interrupted: partial results above were written\n");
+  std::fflush(out_);
+}
+
+}  // namespace benchhost::host

@@ -1,0 +1,583 @@
+#include "run_modes.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <exception>
+#include <new>
+
+#include <fmt/format.h>
+
+#include "environment.hpp"
+#include "stats.hpp"
+
+namespace benchhost::host {
+
+using nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+// Note [Host clocks]
+// Every duration the host reports comes from std::chrono::steady_clock read by the host. Before a
+// clock is read around device work the host calls the plugin's synchronize slot, so queued GPU
+// work is inside the interval it belongs to. MLLOG's time_ms uses the system clock (wall time since
+// the Unix epoch) because that is what the format defines; reported durations never do.
+
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+
+extern "C" void on_signal(int sig) { g_signal = sig; }
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+struct TimeoutExceeded {
+  double limit;
+  std::int64_t steps;
+};
+struct InterruptedBySignal {
+  int sig;
+};
+
+/// Owns the strings a bh_run_context points to.
+struct Context {
+  std::string mode, device, precision, options_json, config_dir;
+  bh_run_context c{};
+};
+
+std::unique_ptr<Context> make_context(const Settings& s, const Placement& where, const std::string& mode,
+                                      std::int64_t batch, std::uint64_t seed) {
+  auto ctx = std::make_unique<Context>();
+  ctx->mode = mode;
+  Device dev = parse_device(s.device);
+  // One process per GPU: rank r on a node drives cuda:local_rank unless an index was given.
+  if (dev.is_cuda() && where.world_size > 1 && s.device == "cuda") dev.index = where.local_rank;
+  ctx->device = dev.str();
+  ctx->precision = s.precision;
+  ordered_json opts = ordered_json::object();
+  for (const auto& [k, v] : s.plugin_options) opts[k] = v;
+  ctx->options_json = opts.dump();
+  ctx->config_dir = s.config_path.empty() ? std::string() : s.config_path.parent_path().string();
+  bh_run_context& c = ctx->c;
+  c.struct_size = sizeof(bh_run_context);
+  c.mode = ctx->mode.c_str();
+  c.device = ctx->device.c_str();
+  c.precision = ctx->precision.c_str();
+  c.seed = seed;
+  c.batch_size = batch;
+  c.rank = where.rank;
+  c.world_size = where.world_size;
+  c.local_rank = where.local_rank;
+  c.num_threads = s.threads;
+  c.synthetic_data = s.synthetic ? 1 : 0;
+  c.options_json = ctx->options_json.c_str();
+  c.config_dir = ctx->config_dir.c_str();
+  c.communicator = where.communicator;
+  return ctx;
+}
+
+RunRecord base_record(const Settings& s, const LoadedPlugin& p, const std::string& kind, std::int64_t batch, int n) {
+  RunRecord r;
+  r.kind = kind;
+  r.plugin = p.name;
+  r.device = s.device;
+  r.precision = s.precision;
+  r.batch_size = batch;
+  r.devices = n;
+  r.seed = s.seed;
+  return r;
+}
+
+/// Turn the exception in flight into the record's status and an actionable message.
+void classify_current_exception(RunRecord& r, const Settings& s) {
+  try {
+    throw;
+  } catch (const TimeoutExceeded& t) {
+    r.status = RunStatus::timeout;
+    r.message = fmt::format("exceeded --timeout {} s after {} steps; raise --timeout or lower -i", t.limit, t.steps);
+  } catch (const InterruptedBySignal& i) {
+    r.status = RunStatus::failed;
+    r.message = fmt::format("interrupted by signal {}; results so far were written", i.sig);
+  } catch (const PluginError& e) {
+    r.status = status_from_bh(e.status());
+    r.message = e.message();
+    switch (e.status()) {
+      case BH_STATUS_OUT_OF_MEMORY: r.message += "; try a smaller batch size (-b)"; break;
+      case BH_STATUS_INVALID_ARGUMENT:
+        r.message += fmt::format("; see `benchhost info {}` for its options", r.plugin);
+        break;
+      case BH_STATUS_DIVERGED: r.message += "; try a lower learning rate or --precision fp32"; break;
+      default: break;
+    }
+  } catch (const Unsupported& e) {
+    r.status = RunStatus::skipped;
+    r.message = e.message();
+  } catch (const InvalidArgument& e) {
+    r.status = RunStatus::invalid_arguments;
+    r.message = e.message();
+  } catch (const OutOfMemory& e) {
+    r.status = RunStatus::oom;
+    r.message = e.message() + "; try a smaller batch size (-b)";
+  } catch (const Diverged& e) {
+    r.status = RunStatus::diverged;
+    r.message = e.message() + "; try a lower learning rate or --precision fp32";
+  } catch (const std::bad_alloc&) {
+    r.status = RunStatus::oom;
+    r.message = "out of host memory; try a smaller batch size (-b)";
+  } catch (const Error& e) {
+    r.status = RunStatus::failed;
+    r.message = e.message();
+  } catch (const std::exception& e) {
+    r.status = RunStatus::failed;
+    r.message = e.what();
+  } catch (...) {
+    r.status = RunStatus::failed;
+    r.message = "unknown exception";
+  }
+  (void)s;
+}
+
+void check_loss(double loss, std::int64_t step) {
+  // NaN means "not computed" by convention only in inference; a training loss of NaN/Inf diverged.
+  if (std::isnan(loss) || std::isinf(loss))
+    throw Diverged(fmt::format("training loss became {} at step {}", loss, step), __FILE__, __LINE__);
+}
+
+class StepGuard {
+ public:
+  StepGuard(const Settings& s) : limit_(s.timeout_seconds), start_(Clock::now()) {}
+  void check(std::int64_t steps) const {
+    if (g_signal) throw InterruptedBySignal{g_signal};
+    if (limit_ > 0 && seconds(start_, Clock::now()) > limit_) throw TimeoutExceeded{limit_, steps};
+  }
+
+ private:
+  double limit_;
+  Clock::time_point start_;
+};
+
+std::string gpu_name_from_environment() {
+  std::string why;
+  if (!device_available(Device::cuda(0), &why)) return {};
+  try {
+    for (const auto& [k, v] : device_backend(DeviceType::cuda).environment())
+      if (k == "gpu_name") return v;
+  } catch (...) {
+  }
+  return {};
+}
+
+// ---- time to train -------------------------------------------------------------------------------
+
+bool is_closed_benchmark(const std::string& b) {
+  static const std::vector<std::string> closed{"resnet", "ssd",  "maskrcnn", "minigo", "dlrm",
+                                               "dlrm_dcnv2", "bert", "rnnt", "unet3d", "gpt3"};
+  return std::find(closed.begin(), closed.end(), b) != closed.end();
+}
+
+void emit_submission_keys(const Settings& s, const LoadedPlugin& p, EventBus& bus) {
+  const std::string benchmark = p.info.benchmark.empty() ? p.name : p.info.benchmark;
+  std::string division = s.submission_division;
+  if (division.empty()) division = is_closed_benchmark(benchmark) ? "closed" : "open";
+  std::string platform = s.submission_platform;
+  if (platform.empty()) {
+    platform = parse_device(s.device).is_cuda() ? gpu_name_from_environment() : cpu_model();
+    if (platform.empty()) platform = "unknown";
+  }
+  bus.mllog("POINT_IN_TIME", "submission_benchmark", benchmark);
+  bus.mllog("POINT_IN_TIME", "submission_org", s.submission_org);
+  bus.mllog("POINT_IN_TIME", "submission_division", division);
+  bus.mllog("POINT_IN_TIME", "submission_status", s.submission_status);
+  bus.mllog("POINT_IN_TIME", "submission_platform", platform);
+  bus.mllog("POINT_IN_TIME", "submission_poc_name", s.submission_poc_name);
+  bus.mllog("POINT_IN_TIME", "submission_poc_email", s.submission_poc_email);
+}
+
+void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, const Placement& where,
+                  EventBus& bus, int run) {
+  const LoadedPlugin& p = *plugin;
+  const std::int64_t batch = s.batch_sizes.empty() ? 0 : s.batch_sizes.front();
+  RunRecord r = base_record(s, p, "ttt", batch, where.world_size);
+  r.run_index = run;
+  r.seed = derive_seed(s.seed, run);
+  r.converged = false;
+  bus.set_run_index(run);
+  Progress prog{fmt::format("ttt run {}/{}", run + 1, s.runs), 0, 0, ""};
+  bool run_started = false;
+  Clock::time_point t_start{};
+  std::int64_t steps = 0, samples_trained = 0;
+  double wait_seconds = 0;
+  try {
+    emit_submission_keys(s, p, bus);
+    bus.mllog("POINT_IN_TIME", "cache_clear", true);
+    bus.mllog("INTERVAL_START", "init_start", nullptr);
+    auto ctx = make_context(s, where, "ttt", batch, r.seed);
+    if (std::string why = WorkloadInstance::check_support(p, ctx->c); !why.empty()) throw Unsupported(why, __FILE__, __LINE__);
+    if (!p.descriptor.evaluate)
+      throw Unsupported(fmt::format("plugin '{}' has no evaluate slot, which --mode ttt needs", p.name), __FILE__, __LINE__);
+    WorkloadInstance w(plugin);
+    const bh_run_info info = w.setup(ctx->c);
+    if (info.samples_per_epoch <= 0)
+      throw InvalidArgument(fmt::format("plugin '{}' reported samples_per_epoch {}; time-to-train needs a positive epoch size",
+                                        p.name, info.samples_per_epoch), __FILE__, __LINE__);
+    bus.mllog("POINT_IN_TIME", "seed", r.seed);
+    // Hyperparameters: the plugin's keys, plus the ones every closed submission must log.
+    ordered_json hyper = ordered_json::object();
+    try {
+      hyper = ordered_json::parse(w.hyperparameters_json());
+    } catch (const std::exception& e) {
+      throw PluginError(BH_STATUS_FAILED, fmt::format("{}.hyperparameters_json returned malformed JSON: {}", p.name, e.what()),
+                        __FILE__, __LINE__);
+    }
+    if (!hyper.is_object()) hyper = ordered_json::object();
+    if (!hyper.contains("global_batch_size"))
+      bus.mllog("POINT_IN_TIME", "global_batch_size",
+                info.global_batch_size > 0 ? info.global_batch_size : batch * where.world_size);
+    if (!hyper.contains("gradient_accumulation_steps")) bus.mllog("POINT_IN_TIME", "gradient_accumulation_steps", 1);
+    for (auto it = hyper.begin(); it != hyper.end(); ++it) bus.mllog("POINT_IN_TIME", it.key(), it.value());
+    bus.mllog("POINT_IN_TIME", "train_samples", info.samples_per_epoch);
+    bus.mllog("POINT_IN_TIME", "eval_samples", info.eval_samples);
+    w.synchronize();
+    bus.mllog("INTERVAL_END", "init_stop", nullptr);
+
+    // ---- timed region: run_start .. run_stop, evaluation on the clock.
+    bus.mllog("INTERVAL_START", "run_start", nullptr);
+    run_started = true;
+    t_start = Clock::now();
+    StepGuard guard(s);
+    const std::int64_t eval_every = info.eval_every_samples;
+    std::int64_t next_eval = eval_every > 0 ? eval_every : 0;
+    const std::int64_t max_epochs = std::max<std::int64_t>(1, info.max_epochs);
+    const double target = p.info.metric_target;
+    auto reached = [&](double m) { return p.info.higher_is_better ? m >= target : m <= target; };
+    auto evaluate = [&] {
+      const double epoch_num = static_cast<double>(samples_trained) / static_cast<double>(info.samples_per_epoch);
+      ordered_json meta = {{"epoch_num", epoch_num}, {"samples_count", samples_trained}};
+      w.synchronize();
+      bus.mllog("INTERVAL_START", "eval_start", nullptr, meta);
+      const bh_eval_result e = w.evaluate();
+      if (!std::isfinite(e.metric))
+        throw Diverged(fmt::format("evaluation metric {} became {}", p.info.metric_name, e.metric), __FILE__, __LINE__);
+      bus.mllog("POINT_IN_TIME", "eval_accuracy", e.metric, meta);
+      bus.mllog("INTERVAL_END", "eval_stop", nullptr, meta);
+      r.evals.push_back({epoch_num, samples_trained, e.metric, seconds(t_start, Clock::now())});
+      r.final_metric = e.metric;
+      prog.detail = fmt::format("epoch {:.2f}, {} {:.4g} (target {:.4g})", epoch_num, p.info.metric_name, e.metric, target);
+      bus.progress(prog);
+      return reached(e.metric);
+    };
+    bool converged = false;
+    for (std::int64_t epoch = 0; epoch < max_epochs && !converged; ++epoch) {
+      bus.mllog("INTERVAL_START", "epoch_start", nullptr, {{"epoch_num", epoch + 1}});
+      w.begin_epoch(epoch);
+      std::int64_t epoch_samples = 0;
+      while (epoch_samples < info.samples_per_epoch && !converged) {
+        guard.check(steps);
+        const auto t0 = Clock::now();
+        w.prepare_batch();
+        wait_seconds += seconds(t0, Clock::now());
+        const bh_step_result step = w.train_step();
+        ++steps;
+        check_loss(step.loss, steps);
+        r.final_loss = step.loss;
+        if (step.samples <= 0)
+          throw PluginError(BH_STATUS_FAILED, fmt::format("{}.train_step reported {} samples; it must consume at least one",
+                                                          p.name, step.samples), __FILE__, __LINE__);
+        const std::int64_t global = step.samples * where.world_size;
+        epoch_samples += global;
+        samples_trained += global;
+        prog.step = steps;
+        bus.progress(prog);
+        if (eval_every > 0 && samples_trained >= next_eval) {
+          next_eval += eval_every;
+          converged = evaluate();
+        }
+      }
+      if (eval_every == 0 && !converged) converged = evaluate();
+      r.epochs = epoch + 1;
+      bus.mllog("INTERVAL_END", "epoch_stop", nullptr, {{"epoch_num", epoch + 1}});
+    }
+    w.synchronize();
+    const auto t_stop = Clock::now();
+    bus.mllog("INTERVAL_END", "run_stop", nullptr, {{"status", converged ? "success" : "aborted"}});
+    run_started = false;
+    r.converged = converged;
+    r.time_to_train_seconds = seconds(t_start, t_stop);
+    r.seconds = r.time_to_train_seconds;
+    if (!converged) {
+      r.status = RunStatus::failed;
+      r.message = fmt::format("did not reach {} {} {} within {} epochs (last {}); run_stop status aborted",
+                              p.info.metric_name, p.info.higher_is_better ? ">=" : "<=", target, max_epochs,
+                              r.final_metric ? fmt::format("{:.6g}", *r.final_metric) : std::string("none"));
+    }
+  } catch (...) {
+    classify_current_exception(r, s);
+    if (run_started) {
+      bus.mllog("INTERVAL_END", "run_stop", nullptr, {{"status", "aborted"}});
+      r.time_to_train_seconds = seconds(t_start, Clock::now());
+      r.seconds = r.time_to_train_seconds;
+    }
+  }
+  r.iterations = steps;
+  r.samples = samples_trained;
+  if (r.seconds && *r.seconds > 0) {
+    r.samples_per_second = static_cast<double>(samples_trained) / *r.seconds;
+    r.data_wait_fraction = wait_seconds / *r.seconds;
+  }
+  bus.record(std::move(r));
+}
+
+// ---- throughput ----------------------------------------------------------------------------------
+
+const std::vector<std::int64_t> batch_list(const Settings& s) {
+  return s.batch_sizes.empty() ? std::vector<std::int64_t>{0} : s.batch_sizes;
+}
+
+void fill_step_stats(RunRecord& r, const std::vector<double>& ms, bool latency) {
+  if (ms.empty()) return;
+  if (latency) {
+    r.latency_ms_avg = mean(ms);
+    r.latency_ms_p50 = percentile(ms, 50);
+    r.latency_ms_p90 = percentile(ms, 90);
+    r.latency_ms_p95 = percentile(ms, 95);
+    r.latency_ms_p99 = percentile(ms, 99);
+  } else {
+    r.step_ms_mean = mean(ms);
+    r.step_ms_p50 = percentile(ms, 50);
+    r.step_ms_p90 = percentile(ms, 90);
+    r.step_ms_p99 = percentile(ms, 99);
+  }
+}
+
+void fill_mfu(RunRecord& r, const Settings& s, double flops_per_sample, int devices) {
+  if (!r.samples_per_second) return;
+  if (flops_per_sample <= 0) {
+    r.mfu_note = "the plugin declares no FLOPs per sample";
+    return;
+  }
+  const double achieved = flops_per_sample * *r.samples_per_second;
+  r.achieved_tflops = achieved / 1e12;
+  std::string why;
+  const double peak = device_peak_tflops(s, &why);
+  if (peak <= 0) {
+    r.mfu_note = why;
+    return;
+  }
+  r.mfu = achieved / (peak * 1e12 * devices);
+}
+
+enum class Kind { train, infer, loader };
+
+void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, const Placement& where, EventBus& bus,
+               Kind kind, std::int64_t batch, int n) {
+  const LoadedPlugin& p = *plugin;
+  const char* kind_name = kind == Kind::train ? "train" : kind == Kind::infer ? "infer" : "loader";
+  RunRecord r = base_record(s, p, kind_name, batch, n);
+  r.seed = s.seed;
+  if (n != where.world_size) {
+    r.status = RunStatus::skipped;
+    r.message = where.world_size == 1
+                    ? fmt::format("-n {} needs {} processes: launch with `mpirun -np {} benchhost ...` (or srun)", n, n, n)
+                    : fmt::format("this launch has {} processes; -n {} needs a launch with {}", where.world_size, n, n);
+    bus.record(std::move(r));
+    return;
+  }
+  std::vector<double> step_ms;
+  double wait_seconds = 0, step_seconds = 0;
+  std::int64_t samples = 0, steps = 0;
+  try {
+    auto ctx = make_context(s, where, kind_name, batch, s.seed);
+    if (std::string why = WorkloadInstance::check_support(p, ctx->c); !why.empty()) throw Unsupported(why, __FILE__, __LINE__);
+    if (kind == Kind::infer && !p.descriptor.infer_step)
+      throw Unsupported(fmt::format("plugin '{}' has no infer_step slot, which --mode infer needs", p.name), __FILE__, __LINE__);
+    if (kind == Kind::loader && !p.descriptor.prepare_batch)
+      throw Unsupported(fmt::format("plugin '{}' has no prepare_batch slot, which --mode loader measures", p.name),
+                        __FILE__, __LINE__);
+    WorkloadInstance w(plugin);
+    const bh_run_info info = w.setup(ctx->c);
+    const std::int64_t loader_batch =
+        batch > 0 ? batch : (info.global_batch_size > 0 ? info.global_batch_size / where.world_size : 0);
+    if (kind == Kind::loader && loader_batch <= 0)
+      throw InvalidArgument("--mode loader needs a batch size: give -b or have the plugin report global_batch_size",
+                            __FILE__, __LINE__);
+    if (kind != Kind::infer) w.begin_epoch(0);
+    if (r.batch_size == 0 && info.global_batch_size > 0) r.batch_size = info.global_batch_size / where.world_size;
+    Progress prog{fmt::format("{} b={} n={}", kind_name, r.batch_size, n), 0, s.warmup + s.iterations, "warm-up"};
+    StepGuard guard(s);
+    auto one_step = [&](bool timed) {
+      const auto t0 = Clock::now();
+      std::int64_t got = 0;
+      double loss = 0;
+      if (kind == Kind::infer) {
+        const bh_step_result out = w.infer_step();
+        got = out.samples;
+      } else {
+        w.prepare_batch();
+        if (timed && kind == Kind::train) wait_seconds += seconds(t0, Clock::now());
+        if (kind == Kind::train) {
+          const bh_step_result out = w.train_step();
+          got = out.samples;
+          loss = out.loss;
+          check_loss(loss, steps + 1);
+          r.final_loss = loss;
+        } else {
+          got = loader_batch;
+        }
+      }
+      w.synchronize();
+      const auto t1 = Clock::now();
+      if (got <= 0 && kind != Kind::loader)
+        throw PluginError(BH_STATUS_FAILED, fmt::format("{} step reported {} samples", p.name, got), __FILE__, __LINE__);
+      if (timed) {
+        step_ms.push_back(seconds(t0, t1) * 1e3);
+        step_seconds += seconds(t0, t1);
+        samples += got;
+      }
+    };
+    for (std::int64_t i = 0; i < s.warmup; ++i) {
+      guard.check(i);
+      one_step(false);
+      prog.step = i + 1;
+      bus.progress(prog);
+    }
+    w.synchronize();
+    prog.detail = "timed";
+    const auto t_begin = Clock::now();
+    for (steps = 0; steps < s.iterations;) {
+      guard.check(steps);
+      one_step(true);
+      ++steps;
+      prog.step = s.warmup + steps;
+      bus.progress(prog);
+    }
+    w.synchronize();
+    const double total = seconds(t_begin, Clock::now());
+    r.seconds = total;
+    // Samples are counted per rank; the grid point's throughput is for all n devices together.
+    r.samples_per_second = static_cast<double>(samples * where.world_size) / total;
+    fill_step_stats(r, step_ms, kind == Kind::infer);
+    if (kind == Kind::train) {
+      r.data_wait_fraction = step_seconds > 0 ? wait_seconds / step_seconds : 0.0;
+      fill_mfu(r, s, info.train_flops_per_sample, n);
+    } else if (kind == Kind::infer) {
+      fill_mfu(r, s, info.infer_flops_per_sample, n);
+    }
+  } catch (...) {
+    classify_current_exception(r, s);
+    if (!step_ms.empty()) {  // keep what was measured before the failure
+      fill_step_stats(r, step_ms, kind == Kind::infer);
+      r.message += fmt::format(" (after {} timed steps)", step_ms.size());
+    }
+  }
+  r.iterations = steps;
+  r.samples = samples * where.world_size;
+  // Weak scaling: same per-device batch on n devices vs. one device, when both were measured.
+  if (kind == Kind::train && n > 1 && r.status == RunStatus::passed && r.samples_per_second)
+    for (const auto& base : bus.records())
+      if (base.kind == "train" && base.devices == 1 && base.batch_size == r.batch_size &&
+          base.status == RunStatus::passed && base.samples_per_second)
+        r.scaling_efficiency = *r.samples_per_second / (n * *base.samples_per_second);
+  bus.record(std::move(r));
+}
+
+}  // namespace
+
+std::uint64_t derive_seed(std::uint64_t base, int run) {
+  // SplitMix64 of (base, run): distinct for distinct runs, the same for the same inputs.
+  std::uint64_t z = base + 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(run + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return z & 0x7FFFFFFFull;  // MLPerf logs seeds as small positive integers
+}
+
+double device_peak_tflops(const Settings& s, std::string* why) {
+  if (s.peak_tflops > 0) return s.peak_tflops;
+  const Device d = parse_device(s.device);
+  if (d.is_cpu()) {
+    if (why) *why = "MFU on CPU needs --peak-tflops (the CPU's peak FLOP/s for this precision)";
+    return 0;
+  }
+  // Dense peak TFLOP/s by GPU and precision (vendor datasheets; SXM parts).
+  struct Peak {
+    const char* name;
+    double fp32, tf32, fp16, bf16, fp8;
+  };
+  static const Peak table[] = {
+      {"H200", 67, 494.7, 989.4, 989.4, 1978.9}, {"H100", 67, 494.7, 989.4, 989.4, 1978.9},
+      {"A100", 19.5, 156, 312, 312, 0},          {"L40S", 91.6, 183, 362, 362, 733},
+      {"V100", 15.7, 0, 125, 0, 0}};
+  const std::string gpu = gpu_name_from_environment();
+  for (const auto& p : table) {
+    if (gpu.find(p.name) == std::string::npos) continue;
+    double v = s.precision == "fp32" ? p.fp32 : s.precision == "tf32" ? p.tf32 : s.precision == "fp16" ? p.fp16
+             : s.precision == "bf16" ? p.bf16 : p.fp8;
+    if (v > 0) return v;
+    break;
+  }
+  if (why) *why = fmt::format("no peak known for GPU '{}' at {}; pass --peak-tflops", gpu.empty() ? "unknown" : gpu, s.precision);
+  return 0;
+}
+
+ordered_json summarize_ttt(const std::vector<RunRecord>& records, const std::string& benchmark) {
+  std::vector<TttRun> runs;
+  std::vector<std::uint64_t> seeds;
+  for (const auto& r : records) {
+    if (r.kind != "ttt" || r.status == RunStatus::skipped) continue;
+    runs.push_back({r.time_to_train_seconds.value_or(0), r.converged.value_or(false)});
+    seeds.push_back(r.seed);
+  }
+  ordered_json j;
+  j["benchmark"] = benchmark;
+  j["runs"] = runs.size();
+  j["seeds"] = seeds;
+  if (runs.empty()) {
+    j["status"] = "SKIPPED";
+    j["olympic_mean_seconds"] = nullptr;
+    j["dropped_each_side"] = 0;
+    j["kept_runs"] = ordered_json::array();
+    j["note"] = "no time-to-train run was attempted";
+    return j;
+  }
+  const OlympicMean m = olympic_mean(runs, benchmark);
+  j["status"] = m.valid ? "VALID" : "INVALID";
+  j["olympic_mean_seconds"] = m.valid ? ordered_json(m.seconds) : ordered_json(nullptr);
+  j["dropped_each_side"] = m.dropped_each_side;
+  j["kept_runs"] = m.kept;
+  j["note"] = m.note;
+  return j;
+}
+
+ordered_json run_selected_mode(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, const Placement& where,
+                               EventBus& bus) {
+  if (s.mode == "ttt") {
+    if (s.batch_sizes.size() > 1)
+      BH_USAGE("--mode ttt takes one batch size, got {} (-b lists are for --mode train/infer)",
+               s.batch_sizes.size());
+    for (int run = 0; run < s.runs && !g_signal; ++run) run_ttt_once(s, plugin, where, bus, run);
+    return summarize_ttt(bus.records(), plugin->info.benchmark.empty() ? plugin->name : plugin->info.benchmark);
+  }
+  const Kind kind = s.mode == "train" ? Kind::train : s.mode == "infer" ? Kind::infer : Kind::loader;
+  const std::size_t first = bus.records().size();
+  for (int n : (kind == Kind::train ? s.device_counts : std::vector<int>{where.world_size}))
+    for (std::int64_t b : batch_list(s)) {
+      if (g_signal) break;
+      run_point(s, plugin, where, bus, kind, b, n);
+    }
+  (void)first;
+  return nullptr;
+}
+
+void install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+int received_signal() { return g_signal; }
+void raise_interrupt_for_testing(int sig) { g_signal = sig; }
+
+}  // namespace benchhost::host

@@ -1,0 +1,46 @@
+#pragma once
+/// @file run_modes.hpp  The host's run modes: time-to-train, training throughput, inference and
+/// data-loader throughput. The host owns every clock (Note [Host clocks] in run_modes.cpp).
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+#include "events.hpp"
+#include "plugin_loader.hpp"
+
+namespace benchhost::host {
+
+/// Process placement, from the launcher (single process: rank 0 of 1).
+struct Placement {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  void* communicator = nullptr;  ///< benchhost::Communicator*, owned by main(); null = single process
+};
+
+/// Seed of time-to-train run `run` derived from the base seed (SplitMix64: distinct, reproducible).
+std::uint64_t derive_seed(std::uint64_t base, int run);
+
+/// Run the mode selected in `s` and emit every record into `bus`. Returns the ttt summary object
+/// (null for other modes). Plugin failures become records; only host bugs throw.
+nlohmann::ordered_json run_selected_mode(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin,
+                                         const Placement& where, EventBus& bus);
+
+/// Time-to-train aggregation over the ttt records in `records` (olympic mean; see stats.hpp).
+nlohmann::ordered_json summarize_ttt(const std::vector<RunRecord>& records, const std::string& benchmark);
+
+/// Device peak in TFLOP/s for MFU: --peak-tflops if set, else the GPU table by name and
+/// precision; 0 with `why` filled when unknown.
+double device_peak_tflops(const Settings& s, std::string* why);
+
+/// SIGINT/SIGTERM: handlers set a flag; run loops stop at the next step and report what they have.
+void install_signal_handlers();
+int received_signal();  ///< 0 when none
+void raise_interrupt_for_testing(int sig);
+
+}  // namespace benchhost::host

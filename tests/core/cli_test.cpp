@@ -1,0 +1,152 @@
+// Command-line and config-file parsing: config + override, suggestions for unknown options,
+// malformed values named, config lookup.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "cli.hpp"
+
+using namespace benchhost::host;
+namespace fs = std::filesystem;
+
+namespace {
+
+benchhost::WorkloadInfo toy_info() {
+  benchhost::WorkloadInfo i;
+  i.name = "toy";
+  i.version = "1.0.0";
+  i.modes = {"ttt", "train", "infer"};
+  i.options = {{"features", "int", "8", "input features", false},
+               {"lr", "float", "0.02", "learning rate", false},
+               {"noise", "float", "0.03", "label noise", false},
+               {"use-bias", "bool", "false", "add a bias", false}};
+  return i;
+}
+
+Settings parse(std::vector<std::string> args, const benchhost::WorkloadInfo* info = nullptr) {
+  static benchhost::WorkloadInfo toy = toy_info();
+  std::vector<const char*> argv{"benchhost"};
+  for (auto& a : args) argv.push_back(a.c_str());
+  return parse_cli(static_cast<int>(argv.size()), argv.data(), info ? info : &toy,
+                   {fs::path(BENCHHOST_CORE_TEST_DATA)});
+}
+
+std::string usage_error(std::vector<std::string> args, const benchhost::WorkloadInfo* info = nullptr) {
+  try {
+    parse(std::move(args), info);
+  } catch (const UsageError& e) {
+    return e.message();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(Cli, DefaultsAndHostOptions) {
+  Settings s = parse({"--plugin", "toy", "--mode", "train", "-b", "32,64", "-b", "128", "-n", "1", "-w", "2", "-i", "7",
+                      "--seed", "9", "--precision", "bf16", "--device", "cpu", "-o", "r.json"});
+  EXPECT_EQ(s.plugin, "toy");
+  EXPECT_EQ(s.mode, "train");
+  EXPECT_EQ(s.batch_sizes, (std::vector<std::int64_t>{32, 64, 128}));
+  EXPECT_EQ(s.device_counts, (std::vector<int>{1}));
+  EXPECT_EQ(s.warmup, 2);
+  EXPECT_EQ(s.iterations, 7);
+  EXPECT_EQ(s.seed, 9u);
+  EXPECT_EQ(s.precision, "bf16");
+  EXPECT_EQ(s.output, "r.json");
+  EXPECT_EQ(s.plugin_options.at("features"), "8");  // plugin default
+  EXPECT_GT(s.threads, 0);
+}
+
+TEST(Cli, ConfigFileAndCommandLineOverride) {
+  Settings s = parse({"--plugin", "toy", "--config", "mini.conf"});
+  EXPECT_EQ(s.config_path.filename(), "mini.conf");
+  EXPECT_EQ(s.mode, "ttt");
+  EXPECT_EQ(s.batch_sizes, (std::vector<std::int64_t>{8}));
+  EXPECT_EQ(s.plugin_options.at("features"), "4");
+  EXPECT_EQ(s.plugin_options.at("lr"), "0.05");
+  EXPECT_EQ(s.plugin_options.at("noise"), "0.03");  // not in the file: the plugin's default
+  // The command line wins over the file, for plugin and host options alike.
+  s = parse({"--plugin", "toy", "--config", "mini", "--toy.lr", "0.1", "-b", "16"});
+  EXPECT_EQ(s.plugin_options.at("lr"), "0.1");
+  EXPECT_EQ(s.plugin_options.at("features"), "4");
+  EXPECT_EQ(s.batch_sizes, (std::vector<std::int64_t>{16}));
+}
+
+TEST(Cli, DefaultConfigIsUsedWithoutConfigOption) {
+  benchhost::WorkloadInfo info = toy_info();
+  info.default_config = "mini.conf";
+  Settings s = parse({"--plugin", "toy"}, &info);
+  EXPECT_EQ(s.config_path.filename(), "mini.conf");
+  EXPECT_EQ(s.plugin_options.at("features"), "4");
+}
+
+TEST(Cli, UnknownOptionSuggestsNearest) {
+  std::string e = usage_error({"--plugin", "toy", "--toy.featurs", "3"});
+  EXPECT_NE(e.find("toy.featurs"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean '--toy.features'"), std::string::npos) << e;
+  e = usage_error({"--plugin", "toy", "--iteratons", "3"});
+  EXPECT_NE(e.find("did you mean '--iterations'"), std::string::npos) << e;
+  e = usage_error({"--plugin", "toy", "--mode", "tt"});
+  EXPECT_NE(e.find("did you mean 'ttt'"), std::string::npos) << e;
+}
+
+TEST(Cli, UnknownConfigKeyNamesFileAndSuggests) {
+  std::string e = usage_error({"--plugin", "toy", "--config", "typo.conf"});
+  EXPECT_NE(e.find("typo.conf"), std::string::npos) << e;
+  EXPECT_NE(e.find("toy.lrr"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean '--toy.lr'"), std::string::npos) << e;
+}
+
+TEST(Cli, MalformedValuesAreNamed) {
+  std::string e = usage_error({"--plugin", "toy", "--toy.features", "four"});
+  EXPECT_NE(e.find("--toy.features"), std::string::npos) << e;
+  EXPECT_NE(e.find("not an integer"), std::string::npos) << e;
+  e = usage_error({"--plugin", "toy", "--toy.use-bias", "maybe"});
+  EXPECT_NE(e.find("--toy.use-bias"), std::string::npos) << e;
+  e = usage_error({"--plugin", "toy", "-b", "32,x"});
+  EXPECT_NE(e.find("--batch-size"), std::string::npos) << e;
+  e = usage_error({"--plugin", "toy", "--iterations", "many"});
+  EXPECT_NE(e.find("iterations"), std::string::npos) << e;
+  e = usage_error({"--plugin", "toy", "--precision", "fp64"});
+  EXPECT_NE(e.find("--precision"), std::string::npos) << e;
+  e = usage_error({"--plugin", "toy", "--device", "tpu"});
+  EXPECT_NE(e.find("--device"), std::string::npos) << e;
+}
+
+TEST(Cli, MissingConfigListsWhereItLooked) {
+  std::string e = usage_error({"--plugin", "toy", "--config", "nope.conf"});
+  EXPECT_NE(e.find("nope.conf"), std::string::npos) << e;
+  EXPECT_NE(e.find("looked at"), std::string::npos) << e;
+}
+
+TEST(Cli, ModeDefaultsToPluginsFirstWhenNoTtt) {
+  benchhost::WorkloadInfo info = toy_info();
+  info.modes = {"train", "infer"};
+  EXPECT_EQ(parse({"--plugin", "toy"}, &info).mode, "train");
+  EXPECT_NE(usage_error({"--plugin", "toy", "--mode", "ttt"}, &info).find("does not support --mode ttt"),
+            std::string::npos);
+}
+
+TEST(Cli, PreParseFindsCommandAndPlugin) {
+  const char* argv[] = {"benchhost", "info", "toy", "--plugin-dir", "/x", "--toy.lr", "3"};
+  PreParsed p = pre_parse(7, argv);
+  EXPECT_EQ(p.command, "info");
+  EXPECT_EQ(p.plugin, "toy");
+  EXPECT_EQ(p.plugin_dirs, (std::vector<std::string>{"/x"}));
+  const char* bad[] = {"benchhost", "lst"};
+  try {
+    pre_parse(2, bad);
+    FAIL() << "expected a usage error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(e.message().find("did you mean 'list'"), std::string::npos) << e.message();
+  }
+}
+
+TEST(Cli, EditDistance) {
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+  EXPECT_EQ(edit_distance("", "abc"), 3u);
+  EXPECT_EQ(edit_distance("same", "same"), 0u);
+  EXPECT_EQ(nearest("iteratons", {"iterations", "warmup", "seed"}), "iterations");
+  EXPECT_EQ(nearest("zzzzzz", {"iterations", "warmup", "seed"}), "");
+}

@@ -1,0 +1,101 @@
+// Loading and discovery: good plugins load, broken files are listed with the loader's reason and
+// never disturb the others, ABI mismatches name both versions, libraries outlive their registry.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "commands.hpp"
+#include "plugin_loader.hpp"
+#include "test_support.hpp"
+
+using namespace benchhost::host;
+
+namespace {
+const BrokenPlugin* find_broken(const PluginRegistry& r, const std::string& file) {
+  for (const auto& b : r.broken())
+    if (b.path.filename() == file) return &b;
+  return nullptr;
+}
+}  // namespace
+
+TEST(PluginLoader, LoadsTestPluginsWithoutConstructingWorkloads) {
+  BrokenPlugin why;
+  auto p = load_plugin(bhtest::plugin_file("toy"), &why);
+  ASSERT_TRUE(p) << why.reason;
+  EXPECT_EQ(p->name, "toy");
+  EXPECT_EQ(p->version, "1.0.0");
+  EXPECT_EQ(p->abi, fmt::format("{}.{}", BENCHHOST_ABI_MAJOR, BENCHHOST_ABI_MINOR));
+  EXPECT_EQ(p->info.metric_name, "mse");
+  EXPECT_FALSE(p->info.higher_is_better);
+  EXPECT_TRUE(p->descriptor.evaluate);
+}
+
+TEST(PluginLoader, AbiMajorMismatchIsRefusedNamingBothVersions) {
+  BrokenPlugin why;
+  auto p = load_plugin(bhtest::broken_dir() / "abi_major_mismatch.so", &why);
+  ASSERT_FALSE(p);
+  const std::string theirs = fmt::format("{}.0", BENCHHOST_ABI_MAJOR + 1);
+  const std::string ours = fmt::format("{}.{}", BENCHHOST_ABI_MAJOR, BENCHHOST_ABI_MINOR);
+  EXPECT_NE(why.reason.find(theirs), std::string::npos) << why.reason;
+  EXPECT_NE(why.reason.find(ours), std::string::npos) << why.reason;
+}
+
+TEST(PluginLoader, BrokenFilesAreListedAndOthersStillWork) {
+  PluginRegistry reg;
+  reg.discover({bhtest::broken_dir(), bhtest::plugin_dir()});
+  for (const char* good : {"null", "toy", "throw_setup", "throw_midrun", "decline"})
+    EXPECT_TRUE(reg.find(good)) << good << " should load";
+  const BrokenPlugin* missing = find_broken(reg, "missing_symbol.so");
+  ASSERT_TRUE(missing);
+  EXPECT_NE(missing->reason.find(BENCHHOST_PLUGIN_ENTRY_SYMBOL), std::string::npos) << missing->reason;
+  const BrokenPlugin* junk = find_broken(reg, "not_a_library.so");
+  ASSERT_TRUE(junk);
+  EXPECT_NE(junk->reason.find("cannot be loaded"), std::string::npos) << junk->reason;
+  // The loader's own message (dlerror) is carried through.
+  EXPECT_NE(junk->reason.find("not_a_library.so"), std::string::npos) << junk->reason;
+  ASSERT_TRUE(find_broken(reg, "abi_major_mismatch.so"));
+  const std::string listing = list_text(reg);
+  EXPECT_NE(listing.find("Broken plugin files"), std::string::npos);
+  EXPECT_NE(listing.find("missing_symbol.so"), std::string::npos) << listing;
+  EXPECT_NE(listing.find("toy"), std::string::npos);
+  EXPECT_NE(listing.find("mse <= 0.002"), std::string::npos) << listing;
+}
+
+TEST(PluginLoader, LibraryStaysLoadedWhileAnInstanceLives) {
+  std::unique_ptr<WorkloadInstance> w;
+  {
+    PluginRegistry reg;
+    reg.discover({bhtest::plugin_dir()});
+    auto p = reg.find("null");
+    ASSERT_TRUE(p);
+    w = std::make_unique<WorkloadInstance>(p);
+  }  // registry and its shared_ptr gone; the instance keeps the library mapped
+  bh_run_context ctx{};
+  ctx.struct_size = sizeof ctx;
+  ctx.mode = "train";
+  ctx.device = "cpu";
+  ctx.precision = "fp32";
+  ctx.batch_size = 3;
+  ctx.world_size = 1;
+  ctx.options_json = "{\"samples-per-step\": \"0\"}";
+  ctx.config_dir = "";
+  w->setup(ctx);
+  EXPECT_EQ(w->train_step().samples, 3);
+  w.reset();
+}
+
+TEST(PluginLoader, SearchPathOrder) {
+  ::setenv("BENCHHOST_PLUGIN_PATH", "/a:/b::/c", 1);
+  auto dirs = plugin_search_path({"/x"}, "/exe");
+  ::unsetenv("BENCHHOST_PLUGIN_PATH");
+  std::vector<std::filesystem::path> want{"/x", "/a", "/b", "/c", "/exe/plugins"};
+  EXPECT_EQ(dirs, want);
+}
+
+TEST(PluginLoader, ShadowedDuplicateIsListed) {
+  PluginRegistry reg;
+  reg.discover({bhtest::plugin_dir(), bhtest::plugin_dir()});
+  const BrokenPlugin* b = find_broken(reg, "toy.so");
+  ASSERT_TRUE(b);
+  EXPECT_NE(b->reason.find("shadowed"), std::string::npos);
+}

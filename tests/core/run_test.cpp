@@ -1,0 +1,261 @@
+// Run modes through the host library (in-process) and through the real executable (subprocess):
+// host overhead with the null plugin, SKIPPED, time to train with the toy plugin, failures as
+// results, exit codes, interrupts and timeouts.
+#include <gtest/gtest.h>
+
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+#include "commands.hpp"
+#include "reporters.hpp"
+#include "run_modes.hpp"
+#include "test_support.hpp"
+
+using namespace benchhost::host;
+using nlohmann::json;
+
+namespace {
+
+struct InProcessRun {
+  std::vector<RunRecord> records;
+  nlohmann::ordered_json ttt;
+  std::vector<MllogEvent> mllog;
+};
+
+InProcessRun run_in_process(const std::string& plugin_name, std::vector<std::string> args) {
+  BrokenPlugin why;
+  auto plugin = load_plugin(bhtest::plugin_file(plugin_name), &why);
+  if (!plugin) throw std::runtime_error(why.reason);
+  std::vector<const char*> argv{"benchhost", "--plugin", plugin_name.c_str()};
+  for (auto& a : args) argv.push_back(a.c_str());
+  Settings s = parse_cli(static_cast<int>(argv.size()), argv.data(), &plugin->info, {});
+  InProcessRun out;
+  EventBus bus;
+  bus.add(std::make_unique<bhtest::CapturingReporter>(&out.mllog));
+  out.ttt = run_selected_mode(s, plugin, Placement{}, bus);
+  out.records = bus.records();
+  return out;
+}
+
+}  // namespace
+
+TEST(RunModes, NullPluginMeasuresHostOverheadPerStep) {
+  constexpr int kSteps = 20000;
+  InProcessRun r = run_in_process("null", {"--mode", "train", "-b", "1", "-w", "100", "-i", std::to_string(kSteps)});
+  ASSERT_EQ(r.records.size(), 1u);
+  const RunRecord& rec = r.records[0];
+  ASSERT_EQ(rec.status, RunStatus::passed) << rec.message;
+  EXPECT_EQ(rec.iterations, kSteps);
+  EXPECT_EQ(rec.samples, kSteps);
+  ASSERT_TRUE(rec.step_ms_mean && rec.step_ms_p50 && rec.step_ms_p99 && rec.samples_per_second);
+  EXPECT_LE(*rec.step_ms_p50, *rec.step_ms_p99);
+  // The null plugin does nothing, so the whole step is the host's cost: prepare_batch +
+  // train_step + synchronize through the C ABI, three clock reads, bookkeeping. Reported, never
+  // asserted (tests do not depend on timing).
+  const double ns_per_step = *rec.step_ms_mean * 1e6;
+  const double wall_ns_per_step = *rec.seconds * 1e9 / kSteps;
+  std::cout << fmt::format("[ host overhead ] null plugin: {:.0f} ns/step timed (p50 {:.0f} ns, p99 {:.0f} ns), "
+                           "{:.0f} ns/step wall incl. progress events, {:.3g} steps/s\n",
+                           ns_per_step, *rec.step_ms_p50 * 1e6, *rec.step_ms_p99 * 1e6, wall_ns_per_step,
+                           *rec.samples_per_second);
+  ::testing::Test::RecordProperty("host_overhead_ns_per_step", std::to_string(static_cast<long>(ns_per_step)));
+  ASSERT_TRUE(rec.data_wait_fraction);
+  EXPECT_EQ(rec.mfu_note, "the plugin declares no FLOPs per sample");
+}
+
+TEST(RunModes, InferenceReportsLatencyPercentilesPerBatch) {
+  InProcessRun r = run_in_process("null", {"--mode", "infer", "-b", "1,8", "-w", "2", "-i", "50"});
+  ASSERT_EQ(r.records.size(), 2u);
+  for (const auto& rec : r.records) {
+    ASSERT_EQ(rec.status, RunStatus::passed) << rec.message;
+    ASSERT_TRUE(rec.latency_ms_avg && rec.latency_ms_p50 && rec.latency_ms_p90 && rec.latency_ms_p95 &&
+                rec.latency_ms_p99);
+    EXPECT_LE(*rec.latency_ms_p50, *rec.latency_ms_p99);
+  }
+  EXPECT_EQ(r.records[1].batch_size, 8);
+  EXPECT_EQ(r.records[1].samples, 8 * 50);
+}
+
+TEST(RunModes, MultiDevicePointWithoutLauncherIsSkipped) {
+  InProcessRun r = run_in_process("null", {"--mode", "train", "-n", "1,2", "-i", "5"});
+  ASSERT_EQ(r.records.size(), 2u);
+  EXPECT_EQ(r.records[0].status, RunStatus::passed);
+  EXPECT_EQ(r.records[1].status, RunStatus::skipped);
+  EXPECT_NE(r.records[1].message.find("mpirun -np 2"), std::string::npos) << r.records[1].message;
+}
+
+TEST(RunModes, CheckSupportDeclineIsSkippedWithReason) {
+  InProcessRun r = run_in_process("decline", {"--mode", "train", "-b", "1,2"});
+  ASSERT_EQ(r.records.size(), 2u);
+  for (const auto& rec : r.records) {
+    EXPECT_EQ(rec.status, RunStatus::skipped);
+    EXPECT_EQ(rec.message, "needs a GPU");
+  }
+}
+
+TEST(RunModes, ToyTimeToTrainConvergesAtAnEvaluation) {
+  InProcessRun r = run_in_process("toy", {"--seed", "7"});
+  ASSERT_EQ(r.records.size(), 1u);
+  const RunRecord& rec = r.records[0];
+  ASSERT_EQ(rec.status, RunStatus::passed) << rec.message;
+  ASSERT_TRUE(rec.converged && *rec.converged);
+  ASSERT_GE(rec.evals.size(), 2u);
+  // Evaluations every 128 samples (the toy's eval-every), and only the last one meets the target.
+  for (std::size_t k = 0; k < rec.evals.size(); ++k) {
+    EXPECT_EQ(rec.evals[k].samples_trained, static_cast<std::int64_t>(128 * (k + 1)));
+    if (k + 1 < rec.evals.size()) EXPECT_GT(rec.evals[k].metric, 0.002);
+  }
+  EXPECT_LE(rec.evals.back().metric, 0.002);
+  EXPECT_EQ(rec.seed, derive_seed(7, 0));
+  EXPECT_TRUE(rec.time_to_train_seconds.has_value());
+  EXPECT_TRUE(rec.data_wait_fraction.has_value());
+  // Deterministic: the same seed reaches the target at the same evaluation.
+  InProcessRun again = run_in_process("toy", {"--seed", "7"});
+  EXPECT_EQ(again.records[0].evals.size(), rec.evals.size());
+  EXPECT_EQ(again.records[0].final_metric, rec.final_metric);
+}
+
+TEST(RunModes, EpochLimitAbortsAndDivergenceIsDetected) {
+  // Too small a learning rate: never reaches the target within 2 epochs -> aborted, FAILED.
+  InProcessRun slow = run_in_process("toy", {"--toy.lr", "0.0001", "--toy.max-epochs", "2", "--toy.eval-every", "0"});
+  ASSERT_EQ(slow.records.size(), 1u);
+  EXPECT_EQ(slow.records[0].status, RunStatus::failed);
+  EXPECT_FALSE(*slow.records[0].converged);
+  EXPECT_EQ(slow.records[0].epochs, 2);
+  EXPECT_EQ(slow.records[0].evals.size(), 2u);  // once per epoch
+  EXPECT_EQ(slow.ttt["status"], "INVALID");
+  bool aborted = false;
+  for (const auto& e : slow.mllog)
+    if (e.key == "run_stop") aborted = e.metadata["status"] == "aborted";
+  EXPECT_TRUE(aborted);
+  // Far too large a learning rate: the loss overflows to Inf/NaN -> DIVERGED.
+  InProcessRun wild = run_in_process("toy", {"--toy.lr", "5"});
+  ASSERT_EQ(wild.records.size(), 1u);
+  EXPECT_EQ(wild.records[0].status, RunStatus::diverged) << wild.records[0].message;
+}
+
+TEST(RunModes, RunsGetDistinctLoggedSeedsAndAnOlympicMean) {
+  InProcessRun r = run_in_process("toy", {"--runs", "3", "--seed", "11"});
+  ASSERT_EQ(r.records.size(), 3u);
+  std::set<std::uint64_t> seeds;
+  for (const auto& rec : r.records) seeds.insert(rec.seed);
+  EXPECT_EQ(seeds.size(), 3u);
+  std::vector<std::uint64_t> logged;
+  for (const auto& e : r.mllog)
+    if (e.key == "seed") logged.push_back(e.value.get<std::uint64_t>());
+  EXPECT_EQ(logged.size(), 3u);
+  EXPECT_EQ(std::set<std::uint64_t>(logged.begin(), logged.end()), seeds);
+  EXPECT_EQ(r.ttt["status"], "VALID");
+  EXPECT_EQ(r.ttt["dropped_each_side"], 1);
+  EXPECT_EQ(r.ttt["kept_runs"].size(), 1u);
+}
+
+TEST(RunModes, InterruptStopsTheLoopAndKeepsWhatWasMeasured) {
+  raise_interrupt_for_testing(SIGINT);
+  InProcessRun r = run_in_process("null", {"--mode", "train", "-b", "1,2", "-i", "5"});
+  raise_interrupt_for_testing(0);
+  EXPECT_TRUE(r.records.empty());  // the grid stops before starting a new point
+  raise_interrupt_for_testing(0);
+}
+
+TEST(RunModes, TimeoutIsATypedResult) {
+  InProcessRun r = run_in_process("null", {"--mode", "train", "-i", "100000000", "--timeout", "1e-9"});
+  ASSERT_EQ(r.records.size(), 1u);
+  EXPECT_EQ(r.records[0].status, RunStatus::timeout);
+  EXPECT_NE(r.records[0].message.find("--timeout"), std::string::npos);
+}
+
+// ---- the real executable -------------------------------------------------------------------------
+
+namespace {
+std::string dirs() {
+  return fmt::format("--plugin-dir '{}' ", bhtest::plugin_dir().string());
+}
+}  // namespace
+
+TEST(Executable, ThrowInSetupIsATypedFailureAndTheHostExitsCleanly) {
+  bhtest::TempDir tmp("throw_setup");
+  const auto report = tmp.path / "report.json";
+  auto p = bhtest::run_benchhost(dirs() + "--plugin throw_setup -b 1 -i 3 -o '" + report.string() + "'");
+  EXPECT_EQ(p.exit_code, kExitRunFailed) << p.output;
+  EXPECT_NE(p.output.find("FAILED"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("/nonexistent/throw_setup/train.bin"), std::string::npos) << p.output;
+  json j = json::parse(bhtest::read_file(report));
+  ASSERT_EQ(j["results"].size(), 1u);
+  EXPECT_EQ(j["results"][0]["status"], "FAILED");
+  EXPECT_EQ(j["summary"]["complete"], true);
+  EXPECT_EQ(j["summary"]["exit_code"], kExitRunFailed);
+}
+
+TEST(Executable, ThrowMidRunKeepsEarlierSweepPoints) {
+  bhtest::TempDir tmp("throw_midrun");
+  const auto report = tmp.path / "report.json";
+  const auto csv = tmp.path / "report.csv";
+  auto p = bhtest::run_benchhost(dirs() + "--plugin throw_midrun -b 1,2,4,8 -w 1 -i 5 -o '" + report.string() +
+                                 "' --csv '" + csv.string() + "'");
+  EXPECT_EQ(p.exit_code, kExitRunFailed) << p.output;
+  json j = json::parse(bhtest::read_file(report));
+  ASSERT_EQ(j["results"].size(), 4u) << j.dump(2);
+  EXPECT_EQ(j["results"][0]["status"], "PASSED");
+  EXPECT_EQ(j["results"][1]["status"], "PASSED");
+  EXPECT_EQ(j["results"][2]["status"], "OOM");
+  EXPECT_NE(j["results"][2]["message"].get<std::string>().find("smaller batch size"), std::string::npos);
+  EXPECT_EQ(j["results"][3]["status"], "PASSED");  // the host went on after the failure
+  EXPECT_GT(j["results"][0]["samples_per_second"].get<double>(), 0);
+  const std::string rows = bhtest::read_file(csv);
+  EXPECT_EQ(std::count(rows.begin(), rows.end(), '\n'), 5) << rows;
+  EXPECT_NE(rows.find(",OOM,"), std::string::npos);
+  // No temporary files are left next to the reports.
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path))
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+}
+
+TEST(Executable, DeclinedRunExitsAllSkipped) {
+  auto p = bhtest::run_benchhost(dirs() + "--plugin decline");
+  EXPECT_EQ(p.exit_code, kExitAllSkipped) << p.output;
+  EXPECT_NE(p.output.find("SKIPPED"), std::string::npos);
+  EXPECT_NE(p.output.find("needs a GPU"), std::string::npos);
+}
+
+TEST(Executable, ListShowsPluginsAndBrokenFiles) {
+  auto p = bhtest::run_benchhost("list " + dirs() + fmt::format("--plugin-dir '{}'", bhtest::broken_dir().string()));
+  EXPECT_EQ(p.exit_code, kExitOk) << p.output;
+  for (const char* s : {"null", "toy", "decline", "Broken plugin files", "abi_major_mismatch.so", "missing_symbol.so",
+                        "not_a_library.so"})
+    EXPECT_NE(p.output.find(s), std::string::npos) << s << "\n" << p.output;
+}
+
+TEST(Executable, InfoAndPluginHelpShowPluginOptions) {
+  auto info = bhtest::run_benchhost("info toy " + dirs());
+  EXPECT_EQ(info.exit_code, kExitOk) << info.output;
+  EXPECT_NE(info.output.find("--toy.lr"), std::string::npos) << info.output;
+  EXPECT_NE(info.output.find("float"), std::string::npos);
+  auto help = bhtest::run_benchhost(dirs() + "--plugin toy --help");
+  EXPECT_EQ(help.exit_code, kExitOk) << help.output;
+  EXPECT_NE(help.output.find("--toy.eval-every"), std::string::npos) << help.output;
+}
+
+TEST(Executable, UsageErrorsNameTheProblem) {
+  auto p = bhtest::run_benchhost(dirs() + "--plugin toy --toy.learning-rate 3");
+  EXPECT_EQ(p.exit_code, kExitUsage) << p.output;
+  EXPECT_NE(p.output.find("toy.learning-rate"), std::string::npos) << p.output;
+  p = bhtest::run_benchhost(dirs() + "--plugin toi");
+  EXPECT_EQ(p.exit_code, kExitUsage) << p.output;
+  EXPECT_NE(p.output.find("did you mean 'toy'"), std::string::npos) << p.output;
+  p = bhtest::run_benchhost(dirs() + fmt::format("--plugin-dir '{}' --plugin missing_symbol", bhtest::broken_dir().string()));
+  EXPECT_EQ(p.exit_code, kExitUsage) << p.output;
+  EXPECT_NE(p.output.find("cannot be used"), std::string::npos) << p.output;
+}
+
+TEST(AtomicWrite, ReplacesWholeFile) {
+  bhtest::TempDir tmp("atomic");
+  const auto f = tmp.path / "sub" / "r.json";
+  write_file_atomically(f, "first");
+  write_file_atomically(f, "second");
+  EXPECT_EQ(bhtest::read_file(f), "second");
+  std::size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(f.parent_path())) n += !e.path().empty();
+  EXPECT_EQ(n, 1u);
+}
