@@ -13,9 +13,7 @@ float global_grad_norm(const std::vector<nn::Parameter*>& params) {
     detail::check_cpu_f32_parameter(*p, "global_grad_norm", true, true);
     const float* g = p->grad.data<float>();
     total += detail::grad_span_sum<1>(*p, [&](std::int64_t b, std::int64_t e) {
-      double s = 0;
-      for (std::int64_t k = b; k < e; ++k) s += static_cast<double>(g[k]) * g[k];
-      return std::array<double, 1>{s};
+      return std::array<double, 1>{detail::sum_squares(g + b, e - b)};
     })[0];
   }
   return static_cast<float>(std::sqrt(total));

@@ -238,12 +238,8 @@ void Lars::update(float lr) {
     float scaled_lr = lr, wd = 0.0f, ratio = 1.0f;
     if (p.weight_decay) {
       auto s = grad_span_sum<2>(p, [&](std::int64_t b, std::int64_t e) {
-        double ww = 0, gg = 0;
-        for (std::int64_t k = b; k < e; ++k) {
-          ww += static_cast<double>(w[k]) * w[k];
-          gg += static_cast<double>(g[k]) * g[k];
-        }
-        return std::array<double, 2>{ww, gg};
+        return std::array<double, 2>{detail::sum_squares(w + b, e - b),
+                                     detail::sum_squares(g + b, e - b)};
       });
       const double wn = std::sqrt(s[0]), gn = std::sqrt(s[1]);
       wd = opt_.weight_decay;
@@ -295,13 +291,19 @@ void Lamb::update(float lr) {
     // Pass 1: moments, and the norms of w and of the update u (recomputed in pass 2 rather
     // than stored: one less tensor-sized buffer, and the loop is memory-bound either way).
     auto s = grad_span_sum<2>(p, [&](std::int64_t b, std::int64_t e) {
-      double ww = 0, uu = 0;
-      for (std::int64_t k = b; k < e; ++k) {
-        m[k] = b1 * m[k] + (1.0f - b1) * g[k];
-        v[k] = b2 * v[k] + (1.0f - b2) * g[k] * g[k];
-        const float u = (m[k] * inv_bc1) / (std::sqrt(v[k] * inv_bc2) + eps) + wd * w[k];
-        ww += static_cast<double>(w[k]) * w[k];
-        uu += static_cast<double>(u) * u;
+      double ww = detail::sum_squares(w + b, e - b), uu = 0;
+      float buf[detail::kBlock];  // Note [Vectorising optimizer loops]
+      for (std::int64_t s0 = b; s0 < e; s0 += detail::kBlock) {
+        const std::int64_t n = std::min(detail::kBlock, e - s0);
+        float* W = w + s0; const float* G = g + s0; float* M = m + s0; float* V = v + s0;
+        for (std::int64_t j = 0; j < n; ++j) {
+          M[j] = b1 * M[j] + (1.0f - b1) * G[j];
+          V[j] = b2 * V[j] + (1.0f - b2) * G[j] * G[j];
+          buf[j] = V[j] * inv_bc2;
+        }
+        detail::sqrt_inplace(buf, n);
+        for (std::int64_t j = 0; j < n; ++j) buf[j] = (M[j] * inv_bc1) / (buf[j] + eps) + wd * W[j];
+        uu += detail::sum_squares(buf, n);
       }
       return std::array<double, 2>{ww, uu};
     });
@@ -313,9 +315,14 @@ void Lamb::update(float lr) {
     trust_[i] = ratio;
     const float step = lr * ratio;
     for_each_grad_span(p, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t k = b; k < e; ++k) {
-        const float u = (m[k] * inv_bc1) / (std::sqrt(v[k] * inv_bc2) + eps) + wd * w[k];
-        w[k] -= step * u;
+      float buf[detail::kBlock];
+      for (std::int64_t s0 = b; s0 < e; s0 += detail::kBlock) {
+        const std::int64_t n = std::min(detail::kBlock, e - s0);
+        float* W = w + s0; const float* M = m + s0; const float* V = v + s0;
+        for (std::int64_t j = 0; j < n; ++j) buf[j] = V[j] * inv_bc2;
+        detail::sqrt_inplace(buf, n);
+        for (std::int64_t j = 0; j < n; ++j)
+          W[j] -= step * ((M[j] * inv_bc1) / (buf[j] + eps) + wd * W[j]);
       }
     });
   });
@@ -364,12 +371,19 @@ void Adam::update(float lr) {
     const float l2 = decoupled_ ? 0.0f : wd;    // added to the gradient
     const float dec = decoupled_ ? wd : 0.0f;   // added to the update
     for_each_grad_span(p, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t k = b; k < e; ++k) {
-        const float gk = g[k] + l2 * w[k];
-        m[k] = b1 * m[k] + (1.0f - b1) * gk;
-        v[k] = b2 * v[k] + (1.0f - b2) * gk * gk;
-        const float u = (m[k] * inv_bc1) / (std::sqrt(v[k] * inv_bc2) + eps);
-        w[k] -= lr * (u + dec * w[k]);
+      float buf[detail::kBlock];  // Note [Vectorising optimizer loops]
+      for (std::int64_t s0 = b; s0 < e; s0 += detail::kBlock) {
+        const std::int64_t n = std::min(detail::kBlock, e - s0);
+        float* W = w + s0; const float* G = g + s0; float* M = m + s0; float* V = v + s0;
+        for (std::int64_t j = 0; j < n; ++j) {
+          const float gk = G[j] + l2 * W[j];
+          M[j] = b1 * M[j] + (1.0f - b1) * gk;
+          V[j] = b2 * V[j] + (1.0f - b2) * gk * gk;
+          buf[j] = V[j] * inv_bc2;
+        }
+        detail::sqrt_inplace(buf, n);
+        for (std::int64_t j = 0; j < n; ++j)
+          W[j] -= lr * ((M[j] * inv_bc1) / (buf[j] + eps) + dec * W[j]);
       }
     });
   });
@@ -406,10 +420,17 @@ void Adagrad::update(float lr) {
     float* acc = (*acc_)[i].data<float>();
     const float wd = wd_for(p, opt_.weight_decay);
     for_each_grad_span(p, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t k = b; k < e; ++k) {
-        const float gk = g[k] + wd * w[k];
-        acc[k] += gk * gk;
-        w[k] -= clr * gk / (std::sqrt(acc[k]) + eps);
+      float root[detail::kBlock];  // Note [Vectorising optimizer loops]
+      for (std::int64_t s0 = b; s0 < e; s0 += detail::kBlock) {
+        const std::int64_t n = std::min(detail::kBlock, e - s0);
+        float* W = w + s0; const float* G = g + s0; float* A = acc + s0;
+        for (std::int64_t j = 0; j < n; ++j) {
+          const float gk = G[j] + wd * W[j];
+          A[j] += gk * gk;
+          root[j] = A[j];
+        }
+        detail::sqrt_inplace(root, n);
+        for (std::int64_t j = 0; j < n; ++j) W[j] -= clr * (G[j] + wd * W[j]) / (root[j] + eps);
       }
     });
   });
