@@ -181,16 +181,27 @@ void resized_crop_normalize(const Tensor& src_in, CropBox box, int out_h, int ou
   }
   const auto* s = src.data<std::uint8_t>();
   const std::size_t plane = static_cast<std::size_t>(out_h) * out_w;
-  // Horizontal pass per needed source row into float rows (cached: consecutive output rows
-  // share source rows), then the vertical blend.
-  std::vector<float> row_a(static_cast<std::size_t>(out_w) * c), row_b(row_a.size());
+  // Horizontal pass per needed source row into planar float rows [c][out_w] (cached: consecutive
+  // output rows share source rows), then a vertical blend that the compiler vectorises.
+  const std::size_t row_len = static_cast<std::size_t>(out_w) * c;
+  std::vector<float> row_a(row_len), row_b(row_len);
   int have_a = -1, have_b = -1;
   auto hpass = [&](int sy, float* out) {
     const std::uint8_t* r = s + static_cast<std::size_t>(sy) * w * c;
-    for (int x = 0; x < out_w; ++x) {
-      const int a = tx.i0[x] * c, b = tx.i1[x] * c;
-      const float wx = tx.w1[x];
-      for (int k = 0; k < c; ++k) out[x * c + k] = r[a + k] + wx * static_cast<float>(r[b + k] - r[a + k]);
+    if (c == 3) {
+      float* o0 = out;
+      float* o1 = out + out_w;
+      float* o2 = out + 2 * out_w;
+      for (int x = 0; x < out_w; ++x) {
+        const std::uint8_t* pa = r + tx.i0[x] * 3;
+        const std::uint8_t* pb = r + tx.i1[x] * 3;
+        const float wx = tx.w1[x];
+        o0[x] = pa[0] + wx * static_cast<float>(pb[0] - pa[0]);
+        o1[x] = pa[1] + wx * static_cast<float>(pb[1] - pa[1]);
+        o2[x] = pa[2] + wx * static_cast<float>(pb[2] - pa[2]);
+      }
+    } else {
+      for (int x = 0; x < out_w; ++x) out[x] = r[tx.i0[x]] + tx.w1[x] * static_cast<float>(r[tx.i1[x]] - r[tx.i0[x]]);
     }
   };
   for (int y = 0; y < out_h; ++y) {
@@ -209,22 +220,16 @@ void resized_crop_normalize(const Tensor& src_in, CropBox box, int out_h, int ou
       have_b = y1;
     }
     const float wy = ty.w1[y];
-    const float* ra = row_a.data();
-    const float* rb = row_b.data();
-    if (layout == Layout::chw) {
-      for (int k = 0; k < c; ++k) {
+    for (int k = 0; k < c; ++k) {
+      const float* ra = row_a.data() + static_cast<std::size_t>(k) * out_w;
+      const float* rb = row_b.data() + static_cast<std::size_t>(k) * out_w;
+      const float sc = scale[k], sh = shift[k];
+      if (layout == Layout::chw) {
         float* o = dst + k * plane + static_cast<std::size_t>(y) * out_w;
-        for (int x = 0; x < out_w; ++x) {
-          const float v = ra[x * c + k] + wy * (rb[x * c + k] - ra[x * c + k]);
-          o[x] = v * scale[k] + shift[k];
-        }
-      }
-    } else {
-      float* o = dst + static_cast<std::size_t>(y) * out_w * c;
-      for (int x = 0; x < out_w * c; ++x) {
-        const int k = x % c;
-        const float v = ra[x] + wy * (rb[x] - ra[x]);
-        o[x] = v * scale[k] + shift[k];
+        for (int x = 0; x < out_w; ++x) o[x] = (ra[x] + wy * (rb[x] - ra[x])) * sc + sh;
+      } else {
+        float* o = dst + static_cast<std::size_t>(y) * row_len;
+        for (int x = 0; x < out_w; ++x) o[static_cast<std::size_t>(x) * c + k] = (ra[x] + wy * (rb[x] - ra[x])) * sc + sh;
       }
     }
   }

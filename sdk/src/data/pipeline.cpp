@@ -2,6 +2,7 @@
 // pipeline.hpp).
 #include "benchhost/data/pipeline.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -19,12 +20,12 @@ namespace benchhost::data {
 
 namespace {
 
-// One sample travelling through the pipeline (a pipeline token).
-struct Item {
-  std::int64_t index = 0;
-  Sample sample;
-  std::exception_ptr error;
-  bool skipped = false;  // stop was requested before the sample was produced
+// A run of consecutive positions of the epoch's order travelling through the pipeline together
+// (one pipeline token). Chunking amortises the per-token cost over cheap samples.
+struct Chunk {
+  std::vector<std::int64_t> indices;
+  std::vector<Sample> samples;  // samples[i] for indices[i], i < samples.size()
+  std::exception_ptr error;     // set: indices[samples.size()] failed
 };
 
 // Wrap a worker's exception so that it names the sample and its source, keeping where the
@@ -75,8 +76,17 @@ struct DataLoader::Impl {
   Impl(std::shared_ptr<const Dataset> d, Sampler s, LoaderOptions o)
       : dataset(std::move(d)), sampler(std::move(s)), opt(std::move(o)), arena(opt.num_threads) {}
 
+  // Note [Chunks and tokens]
+  // Workers take chunks of up to 64 consecutive positions (fewer for small batches, so that every
+  // thread gets work within one batch); the pipeline holds `tokens` chunks at once. With
+  // max_samples_in_flight set, chunk * tokens stays within it.
+  std::int64_t chunk_size() const {
+    std::int64_t c = std::clamp<std::int64_t>(opt.batch_size / (2 * opt.num_threads), 1, 64);
+    if (opt.max_samples_in_flight > 0) c = std::clamp<std::int64_t>(c, 1, std::max<std::int64_t>(1, opt.max_samples_in_flight / 2));
+    return c;
+  }
   std::int64_t tokens() const {
-    return opt.max_samples_in_flight > 0 ? opt.max_samples_in_flight
+    return opt.max_samples_in_flight > 0 ? std::max<std::int64_t>(1, opt.max_samples_in_flight / chunk_size())
                                          : std::max<std::int64_t>(4 * opt.num_threads, 8);
   }
 
@@ -130,50 +140,59 @@ struct DataLoader::Impl {
         if (!failure) failure = std::move(e);
         stop.store(true);
       };
+      const auto chunk = static_cast<std::size_t>(chunk_size());
+      // Append one sample; emit the batch when full. False once the epoch must stop.
+      auto accept = [&](Sample&& sample, std::int64_t index) -> bool {
+        pending.push_back(std::move(sample));
+        pending_indices.push_back(index);
+        ++consumed;
+        if (static_cast<std::int64_t>(pending.size()) < opt.batch_size) return true;
+        try {
+          return push(make_batch(pending, pending_indices, epoch, consumed));
+        } catch (...) {
+          fail(std::current_exception());
+          return false;
+        }
+      };
       arena.execute([&] {
         tbb::parallel_pipeline(
             static_cast<std::size_t>(tokens()),
-            tbb::make_filter<void, Item*>(tbb::filter_mode::serial_in_order,
-                [&](tbb::flow_control& fc) -> Item* {
+            tbb::make_filter<void, Chunk*>(tbb::filter_mode::serial_in_order,
+                [&](tbb::flow_control& fc) -> Chunk* {
                   if (stop.load() || next_in >= order.size()) {
                     fc.stop();
                     return nullptr;
                   }
-                  auto* item = new Item;
-                  item->index = order[next_in++];
-                  return item;
+                  auto* c = new Chunk;
+                  const std::size_t end = std::min(order.size(), next_in + chunk);
+                  c->indices.assign(order.begin() + static_cast<std::ptrdiff_t>(next_in),
+                                    order.begin() + static_cast<std::ptrdiff_t>(end));
+                  next_in = end;
+                  return c;
                 }) &
-            tbb::make_filter<Item*, Item*>(tbb::filter_mode::parallel,
-                [&](Item* item) -> Item* {
-                  if (stop.load()) {
-                    item->skipped = true;
-                    return item;
-                  }
-                  try {
-                    item->sample = dataset->get(SampleContext{item->index, epoch, opt.seed});
-                  } catch (...) {
-                    item->error = wrap_sample_error(std::current_exception(), *dataset, item->index, epoch);
-                  }
-                  return item;
-                }) &
-            tbb::make_filter<Item*, void>(tbb::filter_mode::serial_in_order,
-                [&](Item* raw) {
-                  std::unique_ptr<Item> item(raw);
-                  if (item->skipped || failure) return;
-                  if (item->error) {  // the first bad sample in order wins: deterministic
-                    fail(item->error);
-                    return;
-                  }
-                  pending.push_back(std::move(item->sample));
-                  pending_indices.push_back(item->index);
-                  ++consumed;
-                  if (static_cast<std::int64_t>(pending.size()) == opt.batch_size) {
+            tbb::make_filter<Chunk*, Chunk*>(tbb::filter_mode::parallel,
+                [&](Chunk* c) -> Chunk* {
+                  c->samples.reserve(c->indices.size());
+                  for (std::int64_t index : c->indices) {
+                    if (stop.load()) break;  // the rest is never delivered
                     try {
-                      if (!push(make_batch(pending, pending_indices, epoch, consumed))) return;
+                      c->samples.push_back(dataset->get(SampleContext{index, epoch, opt.seed}));
                     } catch (...) {
-                      fail(std::current_exception());
+                      c->error = wrap_sample_error(std::current_exception(), *dataset, index, epoch);
+                      break;
                     }
                   }
+                  return c;
+                }) &
+            tbb::make_filter<Chunk*, void>(tbb::filter_mode::serial_in_order,
+                [&](Chunk* raw) {
+                  std::unique_ptr<Chunk> c(raw);
+                  if (failure) return;
+                  // Samples before a failure (or a stop) are still delivered in order; the first
+                  // bad sample in order wins, so the reported error is deterministic.
+                  for (std::size_t i = 0; i < c->samples.size(); ++i)
+                    if (!accept(std::move(c->samples[i]), c->indices[i])) return;
+                  if (c->error) fail(c->error);
                 }));
       });
       if (!failure && !stop.load() && !pending.empty() && !opt.drop_last_batch)
