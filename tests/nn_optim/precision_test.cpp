@@ -221,3 +221,31 @@ TEST(LossScaler, GradsFiniteLooksOnlyAtSparseRows) {
   e->sparse_rows = Tensor::from_vector_i64({1}, {1});
   EXPECT_TRUE(grads_finite({e.get()}));
 }
+
+TEST(Fp8Scaling, DelayedScalingFromAmaxHistory) {
+  Fp8DelayedScaling s(DType::f8e4m3, {.amax_history_len = 3});
+  EXPECT_EQ(s.scale(), 1.0f);
+  EXPECT_EQ(s.fp8_max(), 448.0f);
+  s.record_amax(2.0f);
+  EXPECT_FLOAT_EQ(s.scale(), 224.0f);  // 448 / 2
+  s.record_amax(8.0f);
+  EXPECT_FLOAT_EQ(s.scale(), 56.0f);   // max of {2, 8}
+  s.record_amax(1.0f);
+  EXPECT_FLOAT_EQ(s.scale(), 56.0f);   // 8 still in the window
+  s.record_amax(1.0f);                 // window {8, 1, 1} -> still 8
+  EXPECT_FLOAT_EQ(s.scale(), 56.0f);
+  s.record_amax(1.0f);                 // window {1, 1, 1}: 8 has left
+  EXPECT_FLOAT_EQ(s.scale(), 448.0f);
+  EXPECT_EQ(s.history(), (std::vector<float>{1.0f, 1.0f, 1.0f}));
+  s.record_amax(std::numeric_limits<float>::infinity());  // ignored
+  s.record_amax(0.0f);                                    // keeps the scale
+  EXPECT_FLOAT_EQ(s.scale(), 448.0f);
+  // A value at amax lands exactly on the format's largest finite value.
+  EXPECT_EQ(e4m3_to_float(float_to_e4m3(1.0f * s.scale())), 448.0f);
+
+  Fp8DelayedScaling recent(DType::f8e5m2, {.amax_history_len = 4, .amax_use_max = false, .margin = 1});
+  recent.record_amax(4.0f);
+  recent.record_amax(2.0f);
+  EXPECT_FLOAT_EQ(recent.scale(), 57344.0f / 2.0f / 2.0f);  // most recent, margin 1
+  EXPECT_THROW(Fp8DelayedScaling(DType::bf16), InvalidArgument);
+}

@@ -147,6 +147,37 @@ class PrecisionPolicy {
   Fp8Options fp8_;
 };
 
+/// Delayed per-tensor scaling of one fp8 tensor (Transformer Engine's recipe), device-agnostic
+/// bookkeeping for the fp8 matmul path: before a cast to fp8 the values are multiplied by
+/// scale(); the fp8 product is multiplied back by scale_inv(). After each step the tensor's
+/// amax (max |x| of the unscaled values, measured by the kernel) is recorded; the scale for the
+/// next step is fp8_max / max(amax history) / 2^margin (or the most recent amax when
+/// Fp8Options::amax_use_max is false). A zero or non-finite amax keeps the previous scale.
+/// Not thread-safe; one per fp8 tensor (weights, activations, gradients of each matmul).
+class Fp8DelayedScaling {
+ public:
+  /// fp8_type: f8e4m3 or f8e5m2 (InvalidArgument otherwise). Starts at scale 1.
+  Fp8DelayedScaling(DType fp8_type, const Fp8Options& options = {});
+  float scale() const { return scale_; }
+  float scale_inv() const { return 1.0f / scale_; }
+  /// Largest finite value of the type: 448 (e4m3) or 57344 (e5m2).
+  float fp8_max() const { return fp8_max_; }
+  DType type() const { return type_; }
+  /// Record this step's amax and recompute the scale.
+  void record_amax(float amax);
+  /// The amax values in the history window, oldest first (at most amax_history_len).
+  std::vector<float> history() const;
+
+ private:
+  DType type_;
+  Fp8Options opt_;
+  float fp8_max_;
+  float scale_ = 1.0f;
+  std::vector<float> ring_;
+  std::size_t next_ = 0;
+  std::size_t filled_ = 0;
+};
+
 /// Round the fp32 values of a CPU tensor in place through `storage` (f16, bf16, e4m3, e5m2;
 /// f32 is a no-op): the emulation step of Note [Precision on CPU]. fp16 overflow becomes Inf,
 /// as on a GPU. Throws InvalidArgument for a non-f32 tensor or a non-floating storage type.

@@ -263,6 +263,36 @@ std::string PrecisionPolicy::table() const {
   return s;
 }
 
+// ---- fp8 delayed scaling ------------------------------------------------------------------------
+
+Fp8DelayedScaling::Fp8DelayedScaling(DType fp8_type, const Fp8Options& o) : type_(fp8_type), opt_(o) {
+  BH_CHECK_AS(InvalidArgument, fp8_type == DType::f8e4m3 || fp8_type == DType::f8e5m2,
+              "fp8 scaling: type must be f8e4m3 or f8e5m2, got {}", dtype_name(fp8_type));
+  BH_CHECK_AS(InvalidArgument, o.amax_history_len >= 1 && o.margin >= 0,
+              "fp8 scaling: need amax_history_len >= 1 ({}) and margin >= 0 ({})",
+              o.amax_history_len, o.margin);
+  fp8_max_ = fp8_type == DType::f8e4m3 ? 448.0f : 57344.0f;
+  ring_.assign(static_cast<std::size_t>(o.amax_history_len), 0.0f);
+}
+
+void Fp8DelayedScaling::record_amax(float amax) {
+  if (!std::isfinite(amax)) return;  // an overflowed step tells nothing about the range
+  ring_[next_] = std::fabs(amax);
+  next_ = (next_ + 1) % ring_.size();
+  filled_ = std::min(filled_ + 1, ring_.size());
+  float ref = std::fabs(amax);
+  if (opt_.amax_use_max)
+    for (std::size_t i = 0; i < filled_; ++i) ref = std::max(ref, ring_[i]);
+  if (ref > 0.0f) scale_ = std::ldexp(fp8_max_ / ref, -opt_.margin);
+}
+
+std::vector<float> Fp8DelayedScaling::history() const {
+  std::vector<float> out;
+  const std::size_t start = filled_ < ring_.size() ? 0 : next_;
+  for (std::size_t i = 0; i < filled_; ++i) out.push_back(ring_[(start + i) % ring_.size()]);
+  return out;
+}
+
 // ---- emulation ----------------------------------------------------------------------------------
 
 void round_to_storage(Tensor& t, DType storage) {
