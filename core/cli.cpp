@@ -198,26 +198,47 @@ void validate_option_value(const std::string& plugin, const OptionSpec& spec, co
 }
 
 PreParsed pre_parse(int argc, const char* const* argv) {
+  // A hand scan, not program_options: options not known yet (--bert.hidden-size 256) take values
+  // that a tolerant parser would mistake for positional arguments.
   PreParsed out;
-  po::options_description all;
-  all.add(general_options());
-  po::variables_map vm;
-  try {
-    auto parsed = po::command_line_parser(argc, argv).options(all).positional(positionals()).allow_unregistered().run();
-    po::store(parsed, vm);
-  } catch (const po::error& e) {
-    po::options_description known;
-    known.add(general_options()).add(run_options());
-    rethrow_po(e, option_names(known), "", false);
+  int i = 1;
+  if (argc > 1 && argv[1][0] != '-') {
+    out.command = argv[1];
+    i = 2;
+    if (out.command == "info" && argc > 2 && argv[2][0] != '-') {
+      out.plugin = argv[2];
+      i = 3;
+    }
   }
-  out.help = vm.count("help") != 0;
-  if (vm.count("version")) out.command = "version";
-  if (vm.count("command")) out.command = vm["command"].as<std::string>();
-  if (out.command.empty()) out.command = out.help ? "help" : "run";
-  if (vm.count("plugin")) out.plugin = vm["plugin"].as<std::string>();
-  if (out.command == "info" && vm.count("args")) out.plugin = vm["args"].as<std::vector<std::string>>().front();
-  if (vm.count("plugin-dir")) out.plugin_dirs = vm["plugin-dir"].as<std::vector<std::string>>();
-  if (vm.count("config")) out.config = vm["config"].as<std::string>();
+  auto value_of = [&](const std::string& arg, const char* long_name, const char* short_name, std::string& dst) {
+    const std::string l = std::string("--") + long_name;
+    if (arg == l || (short_name && arg == short_name)) {
+      if (i + 1 >= argc) BH_USAGE("option {} needs a value", l);
+      dst = argv[++i];
+      return true;
+    }
+    if (arg.rfind(l + "=", 0) == 0) {
+      dst = arg.substr(l.size() + 1);
+      return true;
+    }
+    return false;
+  };
+  for (; i < argc; ++i) {
+    const std::string arg = argv[i];
+    std::string v;
+    if (arg == "--help" || arg == "-h") {
+      out.help = true;
+    } else if (arg == "--version") {
+      if (out.command.empty()) out.command = "version";
+    } else if (value_of(arg, "plugin", "-p", v)) {
+      out.plugin = v;
+    } else if (value_of(arg, "plugin-dir", nullptr, v)) {
+      out.plugin_dirs.push_back(v);
+    } else if (value_of(arg, "config", "-c", v)) {
+      out.config = v;
+    }
+  }
+  if (out.command.empty()) out.command = out.help && out.plugin.empty() ? "help" : "run";
   static const std::vector<std::string> commands{"run", "list", "info", "help", "version"};
   if (std::find(commands.begin(), commands.end(), out.command) == commands.end()) {
     std::string near = nearest(out.command, commands);
@@ -266,6 +287,10 @@ Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, 
     rethrow_po(e, candidates, "", info != nullptr);
   }
   if (vm.count("command")) s.command = vm["command"].as<std::string>();
+  if (s.command != "run") BH_USAGE("unexpected argument '{}' (options take the form --name VALUE)", s.command);
+  if (vm.count("args"))
+    BH_USAGE("unexpected argument '{}' (options take the form --name VALUE)",
+             vm["args"].as<std::vector<std::string>>().front());
   if (vm.count("plugin")) s.plugin = vm["plugin"].as<std::string>();
   if (vm.count("plugin-dir")) s.plugin_dirs = vm["plugin-dir"].as<std::vector<std::string>>();
 
@@ -379,7 +404,8 @@ std::string help_text(const WorkloadInfo* info) {
         "       benchhost [run] --plugin NAME [--mode ttt|train|infer|loader] [--config FILE] [options]\n\n";
   po::options_description visible;
   po::options_description g("General options");
-  for (const auto& o : general_options().options())
+  const po::options_description general = general_options();
+  for (const auto& o : general.options())
     if (o->long_name() != "command" && o->long_name() != "args") g.add(o);
   visible.add(g).add(run_options());
   if (info) {
