@@ -5,22 +5,22 @@
 /// A workload never hard-codes a dtype: it asks the policy, per op class, which type an op's
 /// outputs are stored in and which type its arithmetic runs in. The tables (CUDA):
 ///
-///   op class     fp32      tf32           fp16            bf16            fp8 (Hopper)
-///   matmul       f32/f32   f32/f32+tf32   f16/f16 (f32 acc) bf16/bf16 (f32 acc) bf16/e4m3 fwd, e5m2 grads, scaled
-///   conv         f32/f32   f32/f32+tf32   f16/f16 (f32 acc) bf16/bf16 (f32 acc) bf16/bf16
-///   attention    f32/f32   f32/f32+tf32   f16/f16 (f32 acc) bf16/bf16 (f32 acc) bf16/bf16
-///   norm         f32/f32   f32/f32        f16/f32         bf16/f32        bf16/f32
-///   softmax      f32/f32   f32/f32        f32/f32         f32/f32         f32/f32
-///   loss         f32/f32   f32/f32        f32/f32         f32/f32         f32/f32
-///   elementwise  f32/f32   f32/f32        f16/f32         bf16/f32        bf16/f32
-///   embedding    f32/f32   f32/f32        f16/f32         bf16/f32        bf16/f32
-///   optimizer    f32/f32   f32/f32        f32/f32         f32/f32         f32/f32
-///   (storage / compute; "f32 acc" = accumulate in fp32)
+///   op class     fp32      tf32           fp16       bf16        fp8 (Hopper)
+///   matmul       f32/f32   f32/f32 +tf32  f16/f16    bf16/bf16   bf16/e4m3 (grads e5m2), scaled
+///   conv         f32/f32   f32/f32 +tf32  f16/f16    bf16/bf16   bf16/bf16
+///   attention    f32/f32   f32/f32 +tf32  f16/f16    bf16/bf16   bf16/bf16
+///   norm         f32/f32   f32/f32        f16/f32    bf16/f32    bf16/f32
+///   softmax      f32/f32   f32/f32        f32/f32    f32/f32     f32/f32
+///   loss         f32/f32   f32/f32        f32/f32    f32/f32     f32/f32
+///   elementwise  f32/f32   f32/f32        f16/f32    bf16/f32    bf16/f32
+///   embedding    f32/f32   f32/f32        f16/f32    bf16/f32    bf16/f32
+///   optimizer    f32/f32   f32/f32        f32/f32    f32/f32     f32/f32
+///   (storage / compute; every class accumulates in f32: OpPrecision::accumulate)
 ///
 /// Master weights (Parameter::value) and optimizer state are always fp32. fp16 adds dynamic loss
 /// scaling (DynamicLossScaler); bf16 has fp32's exponent range and needs none. fp8 is
 /// Transformer-Engine style: matmul inputs are cast to e4m3 (forward) or e5m2 (gradients) with a
-/// per-tensor scale computed from an amax history (Fp8Options).
+/// per-tensor scale computed from an amax history (Fp8Options, Fp8DelayedScaling).
 ///
 /// Note [Precision on CPU]
 /// tf32 is a CUDA math mode and fp8 needs Hopper tensor cores: on CPU both are Unsupported
