@@ -86,6 +86,7 @@ inline ::testing::AssertionResult tensors_close(const Tensor& a, const Tensor& r
   std::string msg;
   int bad = 0;
   for (std::size_t i = 0; i < va.size(); ++i) {
+    if (va[i] == vr[i]) continue;  // also equal infinities
     double d = std::fabs(static_cast<double>(va[i]) - vr[i]);
     if (!(d <= atol + rtol * std::fabs(vr[i]))) {
       if (bad < 5) msg += fmt::format(" [{}] got {} want {};", i, va[i], vr[i]);

@@ -232,7 +232,7 @@ void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dtable) {
 }
 
 SparseRows embedding_backward_sparse(const Tensor& dy, const Tensor& ids, std::int64_t num_rows) {
-  Tensor idc = contig(ids).to(Device::cpu());
+  Tensor idc = contig(ids).to(Device::cpu()).view({-1});
   std::vector<std::int64_t> u(static_cast<std::size_t>(idc.numel()));
   for (std::int64_t i = 0; i < idc.numel(); ++i) {
     u[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(idc.item({i}));
@@ -387,7 +387,7 @@ Shape reduced_shape(const Shape& in, const std::vector<bool>& red, bool keepdim)
 Tensor reduce(const Tensor& x, const std::vector<std::int64_t>& dims, bool keepdim, bool mean) {
   require(x, mean ? "mean" : "sum", "x");
   const auto red = reduce_mask(x, dims);
-  OpCall c{{x}, {like(reduced_shape(x.shape(), red, false), x)}, Attrs().set("mean", mean)};
+  OpCall c{{contig(x)}, {like(reduced_shape(x.shape(), red, false), x)}, Attrs().set("mean", mean)};
   c.attrs.set_ints("dims", dims);
   dispatch("sum", c);
   return keepdim ? c.outputs[0].view(reduced_shape(x.shape(), red, true)) : c.outputs[0];

@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_map>
 
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "benchhost/error.hpp"
@@ -16,6 +17,24 @@ namespace benchhost::nn::cpu {
 namespace {
 
 constexpr std::size_t kMaxEntries = 4096;
+
+// Note [Small matmuls run on one thread]
+// Below about 2 MFLOP an OpenMP fork/join costs more than the work, and on a busy machine
+// (parallel ctest, other processes) spinning OpenMP workers can slow a tiny matmul down a
+// hundredfold. Such problems run on the calling thread only: the OpenMP thread count is set to 1
+// around primitive creation and execution (oneDNN may fix its thread count when the primitive is
+// created, so the count is part of the cache key) and restored afterwards.
+constexpr double kSmallFlops = 2.0e6;
+
+struct OmpThreads {
+  explicit OmpThreads(int n) : saved(omp_get_max_threads()) {
+    if (n != saved) omp_set_num_threads(n);
+  }
+  ~OmpThreads() {
+    if (omp_get_max_threads() != saved) omp_set_num_threads(saved);
+  }
+  int saved;
+};
 
 dnnl::engine& cpu_engine() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
@@ -34,10 +53,10 @@ dnnl::algorithm eltwise_alg(Activation a) {
   return dnnl::algorithm::undef;
 }
 
-std::string key_of(const MatmulProblem& p) {
-  return fmt::format("{},{},{},{}|{},{},{}|{},{},{}|{},{},{}|{}|{}|{}|{}", p.B, p.M, p.N, p.K,
+std::string key_of(const MatmulProblem& p, int threads) {
+  return fmt::format("{},{},{},{}|{},{},{}|{},{},{}|{},{},{}|{}|{}|{}|{}|t{}", p.B, p.M, p.N, p.K,
                      p.a_sb, p.a_sm, p.a_sk, p.w_sb, p.w_sk, p.w_sn, p.c_sb, p.c_sm, p.c_sn,
-                     p.alpha, p.accumulate, p.has_bias, static_cast<int>(p.act));
+                     p.alpha, p.accumulate, p.has_bias, static_cast<int>(p.act), threads);
 }
 
 struct Cached {
@@ -78,7 +97,9 @@ void onednn_matmul(const MatmulProblem& p, const float* a, const float* w, const
                    float* c) {
   static std::mutex mu;
   static std::unordered_map<std::string, Cached> cache;
-  const std::string key = key_of(p);
+  const double flops = 2.0 * static_cast<double>(p.B) * p.M * p.N * p.K;
+  const OmpThreads threads(flops < kSmallFlops ? 1 : omp_get_max_threads());
+  const std::string key = key_of(p, omp_get_max_threads());
   Cached entry;
   {
     std::lock_guard lock(mu);

@@ -169,7 +169,7 @@ std::vector<OpCall> amax_bwd_cases(std::uint64_t seed) {
 }
 
 std::string accept_x(const OpCall& c) {
-  if (c.inputs[0].dtype() != DType::f32) return "needs f32";
+  if (c.inputs[0].dtype() != DType::f32 || !c.inputs[0].is_contiguous()) return "needs contiguous f32";
   return {};
 }
 
@@ -178,7 +178,7 @@ const bool registered =
                       {OpImpl{"cpu.tbb", DeviceType::cpu, 50, accept_x, sum_tbb, false},
                        OpImpl{"cpu.ref", DeviceType::cpu, 0, nullptr, sum_ref, true}}}) &&
     register_op(OpDef{"amax", "inputs {x}, outputs {values, indices i64}; attr dim", amax_cases, 0, 0,
-                      {OpImpl{"cpu.tbb", DeviceType::cpu, 50, accept_f32, amax_tbb, false},
+                      {OpImpl{"cpu.tbb", DeviceType::cpu, 50, accept_x, amax_tbb, false},
                        OpImpl{"cpu.ref", DeviceType::cpu, 0, nullptr, amax_ref, true}}}) &&
     register_op(OpDef{"amax_backward", "inputs {dy, indices}, outputs {dx}; attr dim", amax_bwd_cases, 0, 0,
                       {OpImpl{"cpu.tbb", DeviceType::cpu, 50, nullptr, amax_bwd_tbb, false},
