@@ -155,3 +155,47 @@ TEST(Npy, DatasetOverMappedFiles) {
   EXPECT_NE(ds.source(4).find("x.npy[4]"), std::string::npos);
   EXPECT_THROW(NpyDataset({{"x", dir.file("x.npy")}, {"z", dir.file("z.npy")}}), DataError);
 }
+
+TEST(Npz, Zip64DirectoryIsUnderstood) {
+  // A small archive written the way zip64 writers do for large members: saturated 32-bit fields
+  // in the central directory, the real values in extra field 0x0001, and a zip64 end record.
+  const Tensor t = sample_tensor(DType::i32, {5, 2});
+  const auto member = encode_npy(t);
+  std::vector<std::uint8_t> z;
+  auto p16 = [&](std::uint32_t v) { z.push_back(v & 0xff); z.push_back((v >> 8) & 0xff); };
+  auto p32 = [&](std::uint32_t v) { p16(v & 0xffff); p16(v >> 16); };
+  auto p64 = [&](std::uint64_t v) { p32(static_cast<std::uint32_t>(v)); p32(static_cast<std::uint32_t>(v >> 32)); };
+  const std::string name = "big.npy";
+  // crc32 of the member, computed bitwise (the test does not link zlib).
+  std::uint32_t crc = 0xffffffffu;
+  for (auto b : member) {
+    crc ^= b;
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+  }
+  crc ^= 0xffffffffu;
+  p32(0x04034b50); p16(45); p16(0); p16(0); p16(0); p16(0x21); p32(crc); p32(0xffffffffu); p32(0xffffffffu);
+  p16(static_cast<std::uint32_t>(name.size())); p16(20);
+  z.insert(z.end(), name.begin(), name.end());
+  p16(1); p16(16); p64(member.size()); p64(member.size());
+  z.insert(z.end(), member.begin(), member.end());
+  const std::uint64_t cd_offset = z.size();
+  p32(0x02014b50); p16(45); p16(45); p16(0); p16(0); p16(0); p16(0x21); p32(crc); p32(0xffffffffu); p32(0xffffffffu);
+  p16(static_cast<std::uint32_t>(name.size())); p16(28); p16(0); p16(0); p16(0); p32(0); p32(0xffffffffu);
+  z.insert(z.end(), name.begin(), name.end());
+  p16(1); p16(24); p64(member.size()); p64(member.size()); p64(0);
+  const std::uint64_t cd_size = z.size() - cd_offset, z64_offset = z.size();
+  p32(0x06064b50); p64(44); p16(45); p16(45); p32(0); p32(0); p64(1); p64(1); p64(cd_size); p64(cd_offset);
+  p32(0x07064b50); p32(0); p64(z64_offset); p32(1);
+  p32(0x06054b50); p16(0); p16(0); p16(0xffff); p16(0xffff); p32(0xffffffffu); p32(0xffffffffu); p16(0);
+  TempDir dir;
+  bh_data_test::write_bytes(dir.file("z64.npz"), z);
+  const auto back = read_npz(dir.file("z64.npz"));
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].first, "big");
+  EXPECT_TRUE(same_bytes(back[0].second, t));
+  // The same archive with the zip64 record's directory offset pointing past the end.
+  auto bad = z;
+  bad[z64_offset + 48 + 4] = 0x7f;
+  bh_data_test::write_bytes(dir.file("bad64.npz"), bad);
+  EXPECT_DATA_ERROR(read_npz(dir.file("bad64.npz")), "central directory");
+}

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include <tbb/parallel_pipeline.h>
+#include <tbb/info.h>
 #include <tbb/task_arena.h>
 
 #include "data/internal.hpp"
@@ -74,7 +75,8 @@ struct DataLoader::Impl {
   LoaderStats stats;
 
   Impl(std::shared_ptr<const Dataset> d, Sampler s, LoaderOptions o)
-      : dataset(std::move(d)), sampler(std::move(s)), opt(std::move(o)), arena(opt.num_threads) {}
+      : dataset(std::move(d)), sampler(std::move(s)), opt(std::move(o)),
+        arena(std::min(opt.num_threads, tbb::info::default_concurrency())) {}
 
   // Note [Chunks and tokens]
   // Workers take chunks of up to 64 consecutive positions (fewer for small batches, so that every

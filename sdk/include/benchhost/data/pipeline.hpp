@@ -8,11 +8,13 @@
 /// compute library's pool):
 ///   1. serial in order : take the next index from the sampler's order for this epoch
 ///   2. parallel        : dataset.get(SampleContext{index, epoch, seed}) - read, decode, augment
+///                        (workers take chunks of up to 64 consecutive positions, fewer for small
+///                        batches, so that cheap samples do not each pay a pipeline token)
 ///   3. serial in order : append to the batch being built; a full batch is collated into
 ///                        contiguous tensors (pinned host memory when the device is CUDA), copied
 ///                        to the device on the loader's side stream, and pushed to the ready queue.
-/// Samples in flight are bounded by max_samples_in_flight (the pipeline's token count) and
-/// ready batches by prefetch_batches; when both are full the pipeline waits for next(). Batch
+/// Samples in flight are bounded by max_samples_in_flight (tokens x chunk size) and ready batches
+/// by prefetch_batches; when both are full the pipeline waits for next(). Batch
 /// content and order depend only on (dataset, sampler, seed, epoch), never on thread count or
 /// timing (Note [Per-sample randomness] in dataset.hpp).
 ///
@@ -63,14 +65,18 @@ class BatchSource {
 };
 
 /// Replace the default stacking collate: gets the batch's samples in order, returns CPU tensors
-/// (the loader copies them to the device). Called on one pipeline thread at a time.
+/// (the loader copies them to the device; from pinned memory only with the default collate).
+/// Called on one pipeline thread at a time.
 using CollateFn = std::function<TensorDict(const std::vector<Sample>& samples)>;
 
 struct LoaderOptions {
   std::int64_t batch_size = 1;           ///< samples per batch (per rank)
-  int num_threads = 1;                   ///< threads of the loader's task_arena (>= 1)
+  /// Threads of the loader's task_arena (>= 1), counting the loader's own background thread.
+  /// Capped at oneTBB's default concurrency (the CPUs this process may use).
+  int num_threads = 1;
   std::int64_t prefetch_batches = 2;     ///< ready batches queued ahead of next() (>= 1)
-  std::int64_t max_samples_in_flight = 0;  ///< pipeline tokens; 0 = max(4 * num_threads, 8)
+  /// Samples being read/decoded at once; 0 = max(4 * num_threads, 8) chunks (Note [Loader pipeline]).
+  std::int64_t max_samples_in_flight = 0;
   bool drop_last_batch = false;          ///< drop an incomplete last batch of the epoch
   Device device = Device::cpu();         ///< where batches are delivered
   std::uint64_t seed = 0;                ///< augmentation seed (SampleContext::seed)
