@@ -208,3 +208,64 @@ TEST(Image, FolderDatasetIsDeterministicAcrossThreads) {
   l.start_epoch(0);
   EXPECT_DATA_ERROR(while (l.next()) {}, "cat/3.jpg");
 }
+
+namespace {
+std::uint32_t crc32_of(const std::uint8_t* p, std::size_t n, std::uint32_t crc = 0) {
+  crc ^= 0xffffffffu;
+  for (std::size_t i = 0; i < n; ++i) {
+    crc ^= p[i];
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+  }
+  return crc ^ 0xffffffffu;
+}
+
+// An 8-bit RGBA PNG written by hand: filter-0 rows in one stored (uncompressed) deflate block.
+std::vector<std::uint8_t> rgba_png(int w, int h, const std::vector<std::uint8_t>& rgba) {
+  std::vector<std::uint8_t> raw;
+  for (int y = 0; y < h; ++y) {
+    raw.push_back(0);
+    raw.insert(raw.end(), rgba.begin() + y * w * 4, rgba.begin() + (y + 1) * w * 4);
+  }
+  std::vector<std::uint8_t> z{0x78, 0x01, 0x01, static_cast<std::uint8_t>(raw.size() & 0xff),
+                              static_cast<std::uint8_t>(raw.size() >> 8), static_cast<std::uint8_t>(~raw.size() & 0xff),
+                              static_cast<std::uint8_t>((~raw.size() >> 8) & 0xff)};
+  z.insert(z.end(), raw.begin(), raw.end());
+  std::uint32_t a = 1, b = 0;
+  for (auto v : raw) {
+    a = (a + v) % 65521;
+    b = (b + a) % 65521;
+  }
+  const std::uint32_t adler = (b << 16) | a;
+  for (int i = 3; i >= 0; --i) z.push_back(static_cast<std::uint8_t>(adler >> (8 * i)));
+  std::vector<std::uint8_t> png{0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+  auto chunk = [&](const char* type, const std::vector<std::uint8_t>& data) {
+    for (int i = 3; i >= 0; --i) png.push_back(static_cast<std::uint8_t>(data.size() >> (8 * i)));
+    std::vector<std::uint8_t> body(type, type + 4);
+    body.insert(body.end(), data.begin(), data.end());
+    png.insert(png.end(), body.begin(), body.end());
+    const std::uint32_t crc = crc32_of(body.data(), body.size());
+    for (int i = 3; i >= 0; --i) png.push_back(static_cast<std::uint8_t>(crc >> (8 * i)));
+  };
+  std::vector<std::uint8_t> ihdr;
+  for (std::uint32_t v : {static_cast<std::uint32_t>(w), static_cast<std::uint32_t>(h)})
+    for (int i = 3; i >= 0; --i) ihdr.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+  ihdr.insert(ihdr.end(), {8, 6, 0, 0, 0});  // 8-bit RGBA
+  chunk("IHDR", ihdr);
+  chunk("IDAT", z);
+  chunk("IEND", {});
+  return png;
+}
+}  // namespace
+
+TEST(Image, PngAlphaIsDroppedNotComposited) {
+  const int w = 5, h = 3;
+  std::vector<std::uint8_t> rgba(static_cast<std::size_t>(w * h * 4));
+  for (std::size_t i = 0; i < rgba.size(); ++i) rgba[i] = static_cast<std::uint8_t>(i * 29 + 3);
+  const auto png = rgba_png(w, h, rgba);
+  const Tensor rgb = decode_png(png, "rgba.png", 3);
+  ASSERT_EQ(rgb.shape(), (Shape{h, w, 3}));
+  for (int i = 0; i < w * h; ++i)
+    for (int k = 0; k < 3; ++k) ASSERT_EQ(rgb.data<std::uint8_t>()[i * 3 + k], rgba[static_cast<std::size_t>(i * 4 + k)]);
+  EXPECT_EQ(decode_png(png, "rgba.png", 1).shape(), (Shape{h, w, 1}));
+  EXPECT_EQ(read_image_info(png, "rgba.png").channels, 4);
+}

@@ -263,12 +263,23 @@ Tensor decode_png(std::span<const std::uint8_t> bytes, const std::string& name, 
   if (raw_bytes > 1032ull * bytes.size() + 4096)
     BH_THROW(DataError, "{}: PNG header claims {}x{} pixels, more than its {} bytes can hold (corrupt header)",
              name, img.width, img.height, bytes.size());
-  img.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
-  Tensor out = Tensor::empty({img.height, img.width, channels}, DType::u8);
+  // An alpha channel is dropped, not composited (what PIL's convert("RGB") does): decode with
+  // alpha, then keep the colour channels.
+  const bool alpha = (img.format & PNG_FORMAT_FLAG_ALPHA) != 0;
+  img.format = channels == 1 ? (alpha ? PNG_FORMAT_GA : PNG_FORMAT_GRAY) : (alpha ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB);
+  const int decoded_channels = channels + (alpha ? 1 : 0);
+  Tensor out = Tensor::empty({img.height, img.width, decoded_channels}, DType::u8);
   if (!png_image_finish_read(&img, nullptr, out.raw_data(), 0, nullptr))
     BH_THROW(DataError, "{}: corrupt or truncated PNG: {}", name, img.message);
   if (PNG_IMAGE_FAILED(img)) BH_THROW(DataError, "{}: corrupt or truncated PNG: {}", name, img.message);
-  return out;
+  if (!alpha) return out;
+  Tensor colour = Tensor::empty({img.height, img.width, channels}, DType::u8);
+  const auto* src = out.data<std::uint8_t>();
+  auto* dst = colour.data<std::uint8_t>();
+  const std::size_t pixels = static_cast<std::size_t>(img.height) * img.width;
+  for (std::size_t i = 0; i < pixels; ++i)
+    for (int k = 0; k < channels; ++k) dst[i * channels + k] = src[i * decoded_channels + k];
+  return colour;
 }
 
 Tensor decode_image(std::span<const std::uint8_t> bytes, const std::string& name, int channels) {
