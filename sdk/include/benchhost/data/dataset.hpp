@@ -86,7 +86,8 @@ struct Batch {
 /// Threading: the loader calls get() and source() from several worker threads at once, for
 /// different indices; implementations must be safe for that (read-only state, or per-call file
 /// handles). get() returns CPU tensors; it should throw DataError naming the file for bad data
-/// (the loader adds the index and epoch).
+/// (the loader adds the index and epoch). A subclass that overrides get(const SampleContext&)
+/// adds `using Dataset::get;` to keep the get(index) shorthand visible.
 class Dataset {
  public:
   virtual ~Dataset() = default;
