@@ -1,0 +1,333 @@
+// Collectives on every dtype and reduce op against values computed by hand for the world size
+// the test was launched with (mpirun -np 1, 2, 3; or one process on the single backend).
+//
+// Rank r contributes v(r, i) = (r + 1) * (i % 5 + 1): small integers, exact in every dtype
+// (f16 and bf16 included), so for P ranks and k = i % 5 + 1:
+//   sum = k * P (P + 1) / 2,  max = k * P,  min = k,  avg = sum / P = k (P + 1) / 2
+// (P = 2 gives 1.5 k: exact in binary floating point; integer avg truncates toward zero).
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+#include "benchhost/comm/communicator.hpp"
+#include "comm/comm_world.hpp"
+
+using namespace benchhost;
+using comm_test::world;
+
+namespace {
+
+const DType kReduceDtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
+                               DType::i32, DType::i64, DType::u8};
+const ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min};
+
+bool is_int(DType t) { return t == DType::i32 || t == DType::i64 || t == DType::u8; }
+
+// A tensor of `dtype` holding `values` (converted through f64 on the CPU).
+Tensor make(const std::vector<double>& values, DType dtype) {
+  Tensor t = Tensor::empty({static_cast<std::int64_t>(values.size())}, DType::f64);
+  std::copy(values.begin(), values.end(), t.data<double>());
+  return t.to(dtype);
+}
+
+std::vector<double> read(const Tensor& t) {
+  std::vector<double> out;
+  out.reserve(static_cast<std::size_t>(t.numel()));
+  Tensor c = t.contiguous();
+  for (std::int64_t i = 0; i < c.numel(); ++i) out.push_back(c.reshape({c.numel()}).item({i}));
+  return out;
+}
+
+double expected_reduce(ReduceOp op, double k, int p, bool integer) {
+  double sum = k * p * (p + 1) / 2.0;
+  switch (op) {
+    case ReduceOp::sum: return sum;
+    case ReduceOp::max: return k * p;
+    case ReduceOp::min: return k;
+    case ReduceOp::avg: return integer ? std::trunc(sum / p) : sum / p;
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST(Collectives, WorldMatchesLauncher) {
+  LaunchEnv env = detect_launch_env();
+  EXPECT_EQ(world().rank(), env.rank);
+  EXPECT_EQ(world().size(), env.world_size);
+  EXPECT_EQ(world().device(), Device::cpu());
+}
+
+TEST(Collectives, AllreduceEveryDtypeAndOp) {
+  Communicator& c = world();
+  const int p = c.size(), r = c.rank();
+  for (DType dt : kReduceDtypes) {
+    for (ReduceOp op : kOps) {
+      for (std::int64_t n : {1, 7, 1000}) {
+        std::vector<double> v(static_cast<std::size_t>(n));
+        for (std::int64_t i = 0; i < n; ++i) v[i] = (r + 1) * (i % 5 + 1);
+        Tensor t = make(v, dt);
+        c.allreduce(t, op).wait();
+        ASSERT_EQ(t.dtype(), dt);
+        std::vector<double> got = read(t);
+        for (std::int64_t i = 0; i < n; ++i) {
+          double want = expected_reduce(op, i % 5 + 1, p, is_int(dt));
+          ASSERT_EQ(got[i], want) << "allreduce " << reduce_op_name(op) << " " << dtype_name(dt)
+                                  << " n=" << n << " element " << i << " on rank " << r << " of " << p;
+        }
+      }
+    }
+  }
+}
+
+TEST(Collectives, IntegerAvgTruncatesTowardZeroWithoutWrapping) {
+  Communicator& c = world();
+  const int p = c.size(), r = c.rank();
+  // i32: -r  -> sum -P(P-1)/2, avg truncated toward zero
+  Tensor a = make({-1.0 * r, 5.0 * r}, DType::i32);
+  c.allreduce(a, ReduceOp::avg).wait();
+  double s = -p * (p - 1) / 2.0;
+  EXPECT_EQ(read(a), (std::vector<double>{std::trunc(s / p), std::trunc(-5 * s / p)}));
+  // u8: 200 + r would wrap a u8 sum; avg is computed wide.
+  Tensor b = make({200.0 + r}, DType::u8);
+  c.allreduce(b, ReduceOp::avg).wait();
+  EXPECT_EQ(read(b)[0], 200 + (p - 1) / 2);
+}
+
+TEST(Collectives, HalfPrecisionSumRoundsLikeFloat) {
+  // 1 + 2^-11 is not representable in f16 (10 mantissa bits): sums round to nearest even at
+  // every step. Rank r contributes 0.25 * (r + 1) + 1024: result 1024 P + 0.125 P (P + 1),
+  // exactly representable? 1024 * P needs 11+ bits: spacing at 2048..4096 is 2, so we check
+  // against the float-computed, f16-rounded value instead of a literal.
+  Communicator& c = world();
+  const int p = c.size(), r = c.rank();
+  Tensor t = make({0.25 * (r + 1) + 1024.0}, DType::f16);
+  c.allreduce(t, ReduceOp::sum).wait();
+  // Pairwise f16 rounding: with P <= 3 the exact sum is at most 3073.5 and representable
+  // results are even numbers above 2048; accept only a value within one f16 ulp of exact.
+  double exact = 1024.0 * p + 0.125 * p * (p + 1);
+  double ulp = p == 1 ? 1.0 : 2.0;
+  EXPECT_LE(std::abs(read(t)[0] - exact), ulp) << "f16 sum over " << p << " ranks";
+}
+
+TEST(Collectives, AllreduceStridedViewInPlace) {
+  Communicator& c = world();
+  const int p = c.size(), r = c.rank();
+  Tensor base = Tensor::zeros({3, 4});
+  for (std::int64_t i = 0; i < 12; ++i) base.data<float>()[i] = static_cast<float>((r + 1) * i);
+  Tensor view = base.transpose(0, 1);  // not contiguous
+  ASSERT_FALSE(view.is_contiguous());
+  c.allreduce(view, ReduceOp::sum).wait();
+  for (std::int64_t i = 0; i < 12; ++i)
+    EXPECT_EQ(base.data<float>()[i], i * p * (p + 1) / 2.0f) << "element " << i;
+}
+
+TEST(Collectives, BroadcastFromEveryRoot) {
+  Communicator& c = world();
+  const int p = c.size(), r = c.rank();
+  for (int root = 0; root < p; ++root) {
+    for (DType dt : {DType::f32, DType::f16, DType::bf16, DType::i64, DType::u8, DType::f64}) {
+      std::vector<double> v = {r == root ? 11.0 : 0.0, r == root ? 3.0 + root : -1.0, 7.0 * (r == root)};
+      Tensor t = make(v, dt);
+      c.broadcast(t, root).wait();
+      EXPECT_EQ(read(t), (std::vector<double>{11, 3.0 + root, 7})) << dtype_name(dt) << " root " << root;
+    }
+  }
+  Tensor bad = Tensor::zeros({2});
+  EXPECT_THROW(c.broadcast(bad, p), InvalidArgument);
+  EXPECT_THROW(c.broadcast(bad, -1), InvalidArgument);
+}
+
+TEST(Collectives, AllgatherUnevenChunks) {
+  Communicator& c = world();
+  const int p = c.size(), r = c.rank();
+  for (std::int64_t n : {std::int64_t{1}, std::int64_t{5}, std::int64_t{4} * p + 1, std::int64_t{10}}) {
+    for (DType dt : {DType::f32, DType::i64, DType::bf16, DType::u8}) {
+      std::int64_t cnt = chunk_count(n, p, r), off = chunk_offset(n, p, r);
+      std::vector<double> mine;
+      for (std::int64_t i = 0; i < cnt; ++i) mine.push_back(static_cast<double>(off + i));
+      Tensor in = make(mine, dt);
+      Tensor out = Tensor::zeros({n}, dt);
+      c.allgather(in, out).wait();
+      std::vector<double> want;
+      for (std::int64_t i = 0; i < n; ++i) want.push_back(static_cast<double>(i));
+      EXPECT_EQ(read(out), want) << "allgather n=" << n << " " << dtype_name(dt);
+    }
+  }
+}
+
+TEST(Collectives, ChunkRuleIsArraySplit) {
+  // 10 over 3: 4, 3, 3 at 0, 4, 7; 2 over 3: 1, 1, 0.
+  EXPECT_EQ(chunk_count(10, 3, 0), 4);
+  EXPECT_EQ(chunk_count(10, 3, 1), 3);
+  EXPECT_EQ(chunk_count(10, 3, 2), 3);
+  EXPECT_EQ(chunk_offset(10, 3, 1), 4);
+  EXPECT_EQ(chunk_offset(10, 3, 2), 7);
+  EXPECT_EQ(chunk_count(2, 3, 2), 0);
+  EXPECT_EQ(chunk_offset(2, 3, 2), 2);
+}
+
+TEST(Collectives, ReduceScatterUnevenEveryOp) {
+  Communicator& c = world();
+  const int p = c.size(), r = c.rank();
+  for (std::int64_t n : {std::int64_t{1}, std::int64_t{7}, std::int64_t{3} * p}) {
+    for (DType dt : {DType::f32, DType::i32, DType::f16, DType::f64}) {
+      for (ReduceOp op : kOps) {
+        std::vector<double> v;
+        for (std::int64_t i = 0; i < n; ++i) v.push_back((r + 1) * (i % 5 + 1));
+        Tensor in = make(v, dt);
+        Tensor keep = in.clone();
+        Tensor out = Tensor::zeros({chunk_count(n, p, r)}, dt);
+        c.reduce_scatter(in, out, op).wait();
+        std::int64_t off = chunk_offset(n, p, r);
+        std::vector<double> want;
+        for (std::int64_t j = 0; j < out.numel(); ++j)
+          want.push_back(expected_reduce(op, (off + j) % 5 + 1, p, is_int(dt)));
+        EXPECT_EQ(read(out), want) << "reduce_scatter n=" << n << " " << dtype_name(dt) << " "
+                                   << reduce_op_name(op);
+        EXPECT_EQ(read(in), read(keep)) << "the input must be left intact";
+      }
+    }
+  }
+}
+
+TEST(Collectives, AsyncHandlesCompleteInAnyWaitOrder) {
+  Communicator& c = world();
+  const int p = c.size(), r = c.rank();
+  std::vector<Tensor> ts;
+  std::vector<Work> works;
+  for (int k = 0; k < 6; ++k) {
+    ts.push_back(Tensor::full({257 * (k + 1)}, (r + 1) * (k + 1), DType::f32));
+    works.push_back(c.allreduce(ts.back(), k % 2 ? ReduceOp::max : ReduceOp::sum));
+  }
+  // Poll one until it reports completion (no timing involved: it must get there).
+  while (!works[0].is_completed()) {
+  }
+  EXPECT_TRUE(works[0].is_completed());
+  for (int k = 5; k >= 0; --k) {
+    works[k].wait();
+    works[k].wait();  // waiting twice is fine
+    double want = k % 2 ? (k + 1.0) * p : (k + 1.0) * p * (p + 1) / 2;
+    std::vector<float> got = ts[k].to_float_vector();
+    EXPECT_EQ(got.front(), want) << "work " << k;
+    EXPECT_EQ(got.back(), want) << "work " << k;
+    EXPECT_FALSE(works[k].describe().empty());
+  }
+  Work done;
+  EXPECT_TRUE(done.is_completed());
+  done.wait();
+}
+
+TEST(Collectives, BarrierAndScalarHelpers) {
+  Communicator& c = world();
+  const int p = c.size(), r = c.rank();
+  c.barrier();
+  std::vector<double> s = allreduce_values(c, std::vector<double>{1.0 * r, 1.0}, ReduceOp::sum);
+  EXPECT_EQ(s, (std::vector<double>{p * (p - 1) / 2.0, 1.0 * p}));
+  std::vector<std::int64_t> m =
+      allreduce_values(c, std::vector<std::int64_t>{r, -r}, ReduceOp::max);
+  EXPECT_EQ(m, (std::vector<std::int64_t>{p - 1, 0}));
+  std::vector<double> g = allgather_values(c, 1.5 * r);
+  ASSERT_EQ(g.size(), static_cast<std::size_t>(p));
+  for (int k = 0; k < p; ++k) EXPECT_EQ(g[k], 1.5 * k);
+}
+
+TEST(Collectives, MisuseIsRejectedBeforeAnythingIsSent) {
+  Communicator& c = world();
+  const int p = c.size(), r = c.rank();
+  Tensor f8 = Tensor::zeros({4}, DType::f8e4m3);
+  EXPECT_THROW(c.allreduce(f8, ReduceOp::sum), InvalidArgument);
+  Tensor in = Tensor::zeros({chunk_count(9, p, r) + 1});
+  Tensor out = Tensor::zeros({9});
+  EXPECT_THROW(c.allgather(in, out), InvalidArgument);
+  Tensor small = Tensor::zeros({chunk_count(9, p, r)}, DType::f64);
+  EXPECT_THROW(c.reduce_scatter(out, small, ReduceOp::sum), InvalidArgument);  // dtype differs
+  Tensor undef;
+  EXPECT_THROW(c.allreduce(undef, ReduceOp::sum), InvalidArgument);
+  // The communicator is still usable.
+  Tensor one = Tensor::full({1}, 1.0);
+  c.allreduce(one, ReduceOp::sum).wait();
+  EXPECT_EQ(one.item({0}), p);
+  EXPECT_FALSE(c.failed());
+}
+
+TEST(Collectives, OnlyRankZeroWrites) {
+  Communicator& c = world();
+  // Rank 0 makes a directory and tells everyone its name (a u8 broadcast of the path).
+  std::string dir;
+  Tensor name = Tensor::zeros({256}, DType::u8);
+  if (c.rank() == 0) {
+    char tmpl[] = "/tmp/bh_comm_writer_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir = tmpl;
+    std::copy(dir.begin(), dir.end(), name.data<std::uint8_t>());
+  }
+  c.broadcast(name, 0).wait();
+  dir = reinterpret_cast<const char*>(name.data<std::uint8_t>());
+  if (is_writer(c)) std::ofstream(dir + "/report_rank" + std::to_string(c.rank()) + ".json") << "{}";
+  c.barrier();
+  if (c.rank() == 0) {
+    std::vector<std::string> files;
+    for (auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path().filename());
+    EXPECT_EQ(files, std::vector<std::string>{"report_rank0.json"});
+    std::filesystem::remove_all(dir);
+  }
+  EXPECT_EQ(is_writer(c), c.rank() == 0);
+  EXPECT_TRUE(is_writer(static_cast<const Communicator*>(nullptr)));
+  c.barrier();
+}
+
+TEST(CommFactory, BackendChoiceAndErrors) {
+  LaunchEnv one;
+  auto single = create_communicator("auto", Device::cpu(), one);
+  EXPECT_EQ(single->backend_name(), "single");
+  EXPECT_EQ(single->size(), 1);
+  EXPECT_THROW(create_communicator("gloo", Device::cpu(), one), InvalidArgument);
+  LaunchEnv two;
+  two.world_size = 2;
+  two.launcher = "openmpi";
+  EXPECT_THROW(create_communicator("single", Device::cpu(), two), InvalidArgument);
+  EXPECT_THROW(create_communicator("nccl", Device::cpu(), one), Unsupported);
+  CommOptions bad;
+  bad.timeout_seconds = 0;
+  EXPECT_THROW(create_communicator("single", Device::cpu(), one, bad), InvalidArgument);
+  auto names = available_comm_backends();
+#ifdef BENCHHOST_BUILT_WITH_MPI
+  EXPECT_NE(std::find(names.begin(), names.end(), "mpi"), names.end());
+  LaunchEnv torchrun;
+  torchrun.world_size = 2;
+  torchrun.launcher = "torchrun-style";
+  EXPECT_THROW(create_communicator("mpi", Device::cpu(), torchrun), Unsupported);
+#else
+  try {
+    create_communicator("auto", Device::cpu(), two);
+    ADD_FAILURE() << "expected Unsupported";
+  } catch (const Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("built without MPI"), std::string::npos) << e.what();
+  }
+#endif
+}
+
+TEST(CommFactory, SingleBackendCopiesAndChecks) {
+  auto c = create_communicator("single", Device::cpu(), LaunchEnv{});
+  Tensor t = make({1, 2, 3}, DType::bf16);
+  c->allreduce(t, ReduceOp::avg).wait();
+  EXPECT_EQ(read(t), (std::vector<double>{1, 2, 3}));
+  Tensor out = Tensor::zeros({3}, DType::bf16);
+  c->allgather(t, out).wait();
+  EXPECT_EQ(read(out), (std::vector<double>{1, 2, 3}));
+  Tensor rs = Tensor::zeros({3}, DType::bf16);
+  c->reduce_scatter(t, rs, ReduceOp::max).wait();
+  EXPECT_EQ(read(rs), (std::vector<double>{1, 2, 3}));
+  EXPECT_THROW(c->broadcast(t, 1), InvalidArgument);
+  Tensor wrong = Tensor::zeros({4}, DType::bf16);
+  EXPECT_THROW(c->allgather(t, wrong), InvalidArgument);
+  c->barrier();
+  EXPECT_FALSE(c->failed());
+}
