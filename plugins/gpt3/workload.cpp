@@ -145,7 +145,7 @@ RunInfo GptWorkload::setup(const RunContext& ctx) {
   const double gib = t.get_float(o, "device-memory-gib");
   const double device_bytes = gib > 0 ? gib * 1024.0 * 1024.0 * 1024.0 : lm::host_memory_bytes();
   const lm::MemoryPlan plan = lm::plan_gpt_memory(s, batch_, ctx.precision != "fp32", device_bytes,
-                                                  gib > 0 ? fmt::format("a {:.0f} GiB device", gib) : ctx.device.str());
+                                                  gib > 0 ? ctx.device.str() + " (as set by gpt3.device-memory-gib)" : ctx.device.str());
   if (!plan.fits) throw OutOfMemory(plan.message, static_cast<std::size_t>(plan.total_bytes), __FILE__, __LINE__);
 
   const bool synthetic = ctx.synthetic_data || (ctx.mode != "ttt" && t.get_string(o, "data-dir").empty());

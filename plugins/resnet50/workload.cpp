@@ -132,6 +132,20 @@ std::shared_ptr<const data::Dataset> first_n(std::shared_ptr<const data::Dataset
   return p;
 }
 
+/// Images as the model wants them. Datasets deliver CHW samples ([N, C, H, W]) unless asked for
+/// HWC; an NHWC model gets [N, H, W, C] (a view when C is 1, a transposing copy otherwise).
+Tensor as_model_input(const Tensor& images, const ResNetConfig& c) {
+  BH_CHECK_AS(DataError, images.dim() == 4, "resnet50: expected a batch of images [N, ...], got {}",
+              shape_str(images.shape()));
+  if (c.layout == nn::ImageLayout::nhwc && images.size(3) != c.in_channels &&
+      images.size(1) == c.in_channels) {
+    if (c.in_channels == 1)
+      return images.contiguous().view({images.size(0), images.size(2), images.size(3), 1});
+    return images.permute({0, 2, 3, 1}).contiguous();
+  }
+  return images;
+}
+
 }  // namespace
 
 std::string ResNetWorkload::option(const Options& options, const std::string& name) {
@@ -403,7 +417,7 @@ StepResult ResNetWorkload::train_step() {
   batch_.reset();
   const Tensor& images = batch["image"];
   const Tensor& labels = batch["label"];
-  const Tensor logits = model_->forward(images);
+  const Tensor logits = model_->forward(as_model_input(images, model_->config()));
   const nn::CrossEntropyResult ce =
       nn::softmax_cross_entropy_forward(logits, labels, label_smoothing_);
   model_->backward(nn::softmax_cross_entropy_backward(ce, labels, label_smoothing_));
@@ -420,7 +434,8 @@ EvalResult ResNetWorkload::evaluate() {
   std::int64_t correct = 0, total = 0;
   eval_source_->start_epoch(0);
   while (auto b = eval_source_->next()) {
-    const Tensor logits = model_->forward((*b)["image"]).contiguous();
+    const Tensor logits =
+        model_->forward(as_model_input((*b)["image"], model_->config())).contiguous();
     const Tensor labels = (*b)["label"].to(DType::i64);
     const std::int64_t n = logits.size(0), classes = logits.size(1);
     const float* p = logits.data<float>();
@@ -446,7 +461,7 @@ EvalResult ResNetWorkload::evaluate() {
 StepResult ResNetWorkload::infer_step() {
   if (!infer_images_.defined()) {
     prepare_batch();
-    infer_images_ = (*batch_)["image"];
+    infer_images_ = as_model_input((*batch_)["image"], model_->config());
     batch_.reset();
   }
   model_->train(false);

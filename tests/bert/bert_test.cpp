@@ -1,0 +1,158 @@
+// BERT: parameter counts (BERT-large from the config, the formula against a real model), the
+// MLPerf evaluation interval, packing equivalence, synthetic modes, and the mini configuration
+// training to its calibrated masked-LM accuracy target from a fixed seed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "data.hpp"
+#include "model.hpp"
+#include "options.hpp"
+#include "sizes.hpp"
+#include "text/corpus.hpp"
+#include "workload.hpp"
+
+using namespace benchhost;
+
+namespace {
+
+std::map<std::string, std::string> config(const std::string& name) {
+  return lm::read_plugin_config(std::string(BENCHHOST_SOURCE_DIR) + "/configs/bert/" + name, "bert");
+}
+
+lm::ModelShape shape_of(const std::map<std::string, std::string>& v) {
+  const Options o("bert", v);
+  const auto& t = bert::BertWorkload::options();
+  return {.layers = t.get_int(o, "layers"), .hidden = t.get_int(o, "hidden"), .heads = t.get_int(o, "heads"),
+          .ffn = t.get_int(o, "ffn"), .vocab = t.get_int(o, "vocab"), .max_positions = t.get_int(o, "max-positions"),
+          .seq_len = t.get_int(o, "seq-len")};
+}
+
+RunContext mini_context(std::map<std::string, std::string> overrides = {}) {
+  auto values = config("mini.conf");
+  values["data-dir"] = std::string(BENCHHOST_BINARY_DIR) + "/test-data/bert-kjv";
+  for (auto& [k, v] : overrides) values[k] = v;
+  RunContext ctx;
+  ctx.mode = "ttt";
+  ctx.seed = 1;
+  ctx.num_threads = 2;
+  ctx.options = Options("bert", values);
+  return ctx;
+}
+
+}  // namespace
+
+TEST(BertSizes, BertLargeHas336MParametersWithHeads) {
+  const auto s = shape_of(config("mlperf.conf"));
+  EXPECT_EQ(s.layers, 24);
+  EXPECT_EQ(s.hidden, 1024);
+  EXPECT_EQ(s.heads, 16);
+  EXPECT_EQ(s.ffn, 4096);
+  EXPECT_EQ(s.vocab, 30522);
+  EXPECT_EQ(s.max_positions, 512);
+  EXPECT_EQ(lm::bert_encoder_parameters(s), 335'141'888);  // the "335M" of BERT-large
+  EXPECT_EQ(lm::bert_parameters(s), 336'226'108);          // + MLM transform/bias and NSP head
+  std::printf("BERT-large: %lld parameters (%lld encoder + pooler)\n", static_cast<long long>(lm::bert_parameters(s)),
+              static_cast<long long>(lm::bert_encoder_parameters(s)));
+}
+
+TEST(BertSizes, FormulaMatchesARealModel) {
+  lm::ModelShape s{.layers = 2, .hidden = 32, .heads = 4, .ffn = 64, .vocab = 97, .max_positions = 24, .seq_len = 16};
+  bert::BertModel model({.shape = s}, 3);
+  EXPECT_EQ(model.num_parameters(), lm::bert_parameters(s));
+}
+
+TEST(BertSizes, MlperfEvaluationInterval) {
+  EXPECT_EQ(bert::BertWorkload::mlperf_eval_interval(448), 150000);  // NVIDIA's 8-GPU submission
+  EXPECT_EQ(bert::BertWorkload::mlperf_eval_interval(8192), 225000);
+  EXPECT_EQ(bert::BertWorkload::mlperf_eval_interval(1), 150000);
+}
+
+TEST(BertData, PackedBatchesGiveTheSameLossesAsPaddedOnes) {
+  const auto samples = bert::synthetic_samples(12, 32, 5, 50, 7);
+  // Shorten the samples so that several fit one row: keep the first 9..16 tokens of each.
+  text::BertSamples s = samples;
+  for (std::int64_t i = 0; i < s.count; ++i) {
+    const std::int64_t len = 9 + i % 8;
+    for (std::int64_t t = len; t < s.seq_len; ++t) {
+      s.input_ids[i * 32 + t] = 0;
+      s.input_mask[i * 32 + t] = 0;
+      s.segment_ids[i * 32 + t] = 0;
+    }
+    s.input_ids[i * 32 + len - 1] = 3;  // [SEP]
+  }
+  lm::ModelShape shape{.layers = 2, .hidden = 16, .heads = 2, .ffn = 32, .vocab = 50, .max_positions = 32, .seq_len = 32};
+  bert::BertModel model({.shape = shape, .hidden_dropout = 0, .attention_dropout = 0}, 5);
+  model.train(false);
+  std::vector<std::int64_t> order(12);
+  for (int i = 0; i < 12; ++i) order[i] = i;
+  std::int64_t used_padded = 0, used_packed = 0;
+  const auto padded = bert::make_batch(s, order, 0, 12, 12, false, 1, &used_padded);
+  const auto packed = bert::make_batch(s, order, 0, 12, 12, true, 3, &used_packed);
+  EXPECT_EQ(used_padded, 12);
+  EXPECT_EQ(used_packed, 12);
+  EXPECT_EQ(packed.packed_mask.size(0), 12);
+  const auto a = model.forward(padded, 0);
+  const auto b = model.forward(packed, 0);
+  EXPECT_EQ(a.mlm_count, b.mlm_count);
+  EXPECT_NEAR(a.mlm_loss, b.mlm_loss, 1e-4);
+  EXPECT_NEAR(a.nsp_loss, b.nsp_loss, 1e-4);
+  EXPECT_EQ(a.mlm_correct, b.mlm_correct);
+  // Packing fits the 12 samples into fewer rows.
+  std::int64_t rows_used = 0;
+  const auto pm = packed.key_padding.defined() ? packed.key_padding : Tensor();
+  const auto* ids = packed.input_ids.data<std::int32_t>();
+  for (std::int64_t r = 0; r < 12; ++r) rows_used += ids[r * 32] == 2;  // a row starting with [CLS]
+  EXPECT_LE(rows_used, 6);
+}
+
+TEST(BertModes, SyntheticTrainAndInferAtAnySize) {
+  for (std::int64_t batch : {1, 5}) {
+    RunContext ctx = mini_context({{"seq-len", "32"}, {"max-predictions", "5"}, {"layers", "1"}, {"vocab", "300"}});
+    ctx.mode = "train";
+    ctx.synthetic_data = true;
+    ctx.batch_size = batch;
+    bert::BertWorkload w;
+    const RunInfo info = w.setup(ctx);
+    EXPECT_GT(info.train_flops_per_sample, 0);
+    const StepResult a = w.train_step();
+    EXPECT_EQ(a.samples, batch);
+    EXPECT_NEAR(a.loss, std::log(300.0) + std::log(2.0), 0.7);  // random ids: ~log V + log 2
+    EXPECT_EQ(w.infer_step().samples, batch);
+    const auto e = w.evaluate();
+    EXPECT_TRUE(e.metric >= 0 && e.metric <= 1);
+  }
+}
+
+TEST(BertMini, ReachesTheTargetFromAFixedSeed) {
+  if (text::default_kjv_path().empty()) GTEST_SKIP() << "bible-kjv-text is not installed";
+  const bool verbose = std::getenv("BH_VERBOSE") != nullptr;
+  bert::BertWorkload w;
+  const RunInfo info = w.setup(mini_context());
+  const double baseline = w.majority_baseline(), target = w.metric_target();
+  std::printf("bert mini: most-frequent-token masked-LM accuracy %.4f, target %.4f\n", baseline, target);
+  ASSERT_GT(target, 3 * baseline) << "the target must be far above predicting the most frequent token";
+  std::int64_t samples = 0, next_eval = info.eval_every_samples;
+  double metric = 0;
+  bool reached = false;
+  for (std::int64_t epoch = 0; epoch < info.max_epochs && !reached; ++epoch) {
+    w.begin_epoch(epoch);
+    for (std::int64_t done = 0; done < info.samples_per_epoch && !reached;) {
+      const StepResult r = w.train_step();
+      done += r.samples;
+      samples += r.samples;
+      ASSERT_TRUE(std::isfinite(r.loss));
+      if (samples >= next_eval) {
+        next_eval += info.eval_every_samples;
+        metric = w.evaluate().metric;
+        reached = metric >= target;
+        if (verbose) std::printf("  samples %lld train loss %.4f eval acc %.4f\n", static_cast<long long>(samples), r.loss, metric);
+      }
+    }
+  }
+  std::printf("bert mini: masked-LM accuracy %.4f after %lld samples (target %.4f)\n", metric,
+              static_cast<long long>(samples), target);
+  EXPECT_TRUE(reached);
+}
