@@ -84,6 +84,10 @@ typedef struct bh_run_info {
   double train_flops_per_sample; /* forward+backward FLOPs per training sample (0 = unknown) */
   double infer_flops_per_sample; /* forward FLOPs per inference sample (0 = unknown) */
   int64_t eval_samples;          /* samples in one evaluation (for reports; 0 = unknown) */
+  /* Appended after ABI 1.0 (present when struct_size covers it; hosts zero-fill the struct):
+     the time-to-train target of this configuration, overriding describe()'s metric_target when
+     nonzero (a mini config's calibrated target). */
+  double metric_target;
 } bh_run_info;
 
 typedef struct bh_step_result {

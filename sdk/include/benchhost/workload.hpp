@@ -18,6 +18,7 @@
 /// measures time: the host owns every clock.
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -116,6 +117,8 @@ struct RunInfo {
   double train_flops_per_sample = 0;
   double infer_flops_per_sample = 0;
   std::int64_t eval_samples = 0;
+  /// This configuration's time-to-train target; 0 = WorkloadInfo::metric_target.
+  double metric_target = 0;
 };
 
 struct StepResult {
@@ -216,6 +219,7 @@ struct PluginAdapter {
                          bh_error* err) noexcept {
     return guarded(err, [&] {
       RunInfo r = self(w)->workload->setup(RunContext::from_c(*c, self(w)->name));
+      const std::uint32_t host_size = info->struct_size;  // an older host's struct may be shorter
       info->struct_size = sizeof(bh_run_info);
       info->samples_per_epoch = r.samples_per_epoch;
       info->eval_every_samples = r.eval_every_samples;
@@ -224,6 +228,7 @@ struct PluginAdapter {
       info->train_flops_per_sample = r.train_flops_per_sample;
       info->infer_flops_per_sample = r.infer_flops_per_sample;
       info->eval_samples = r.eval_samples;
+      if (host_size >= offsetof(bh_run_info, metric_target) + sizeof(double)) info->metric_target = r.metric_target;
     });
   }
   static bh_status begin_epoch(bh_workload* w, std::int64_t e, bh_error* err) noexcept {
