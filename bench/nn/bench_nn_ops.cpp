@@ -32,7 +32,7 @@ void BM_Matmul(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(matmul(a, b).raw_data());
   st.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_Matmul)->Args({1024, 768, 768})->Args({1024, 3072, 768})->Args({1024, 768, 3072})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Matmul)->Args({1024, 768, 768})->Args({1024, 3072, 768})->Args({1024, 768, 3072})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_LinearGeluForward(benchmark::State& st) {
   const std::int64_t in = st.range(0), out = st.range(1);
@@ -41,7 +41,7 @@ void BM_LinearGeluForward(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(linear_forward(x, w, b, Activation::gelu_erf, &z).raw_data());
   st.counters["GFLOP/s"] = benchmark::Counter(2.0 * kTokens * in * out, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_LinearGeluForward)->Args({768, 3072})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LinearGeluForward)->Args({768, 3072})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_LinearGeluBackward(benchmark::State& st) {
   const std::int64_t in = st.range(0), out = st.range(1);
@@ -52,28 +52,28 @@ void BM_LinearGeluBackward(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(linear_backward(dy, x, w, z, Activation::gelu_erf, dw, db).raw_data());
   st.counters["GFLOP/s"] = benchmark::Counter(4.0 * kTokens * in * out, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_LinearGeluBackward)->Args({768, 3072})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LinearGeluBackward)->Args({768, 3072})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Gelu(benchmark::State& st) {
   Tensor x = rnd({kTokens, 3072}, 1, -4.0f, 4.0f);
   for (auto _ : st) benchmark::DoNotOptimize(gelu(x).raw_data());
   st.SetItemsProcessed(st.iterations() * x.numel());
 }
-BENCHMARK(BM_Gelu)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Gelu)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_GeluBackward(benchmark::State& st) {
   Tensor x = rnd({kTokens, 3072}, 1, -4.0f, 4.0f), dy = rnd({kTokens, 3072}, 2);
   for (auto _ : st) benchmark::DoNotOptimize(activation_backward(dy, x, Activation::gelu_erf).raw_data());
   st.SetItemsProcessed(st.iterations() * x.numel());
 }
-BENCHMARK(BM_GeluBackward)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GeluBackward)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_LayerNorm(benchmark::State& st) {
   Tensor x = rnd({kTokens, 768}, 1), g = rnd({768}, 2), b = rnd({768}, 3);
   for (auto _ : st) benchmark::DoNotOptimize(layernorm_forward(x, g, b, 1e-12f).raw_data());
   st.SetItemsProcessed(st.iterations() * x.numel());
 }
-BENCHMARK(BM_LayerNorm)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LayerNorm)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_LayerNormBackward(benchmark::State& st) {
   Tensor x = rnd({kTokens, 768}, 1), g = rnd({768}, 2), b = rnd({768}, 3), dy = rnd({kTokens, 768}, 4);
@@ -83,14 +83,14 @@ void BM_LayerNormBackward(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(layernorm_backward(dy, x, g, s, dg, db).raw_data());
   st.SetItemsProcessed(st.iterations() * x.numel());
 }
-BENCHMARK(BM_LayerNormBackward)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LayerNormBackward)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_Softmax(benchmark::State& st) {
   Tensor x = rnd({8 * 12 * 128, 128}, 1, -5.0f, 5.0f);
   for (auto _ : st) benchmark::DoNotOptimize(softmax_forward(x).raw_data());
   st.SetItemsProcessed(st.iterations() * x.numel());
 }
-BENCHMARK(BM_Softmax)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Softmax)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_Dropout(benchmark::State& st) {
   Tensor x = rnd({kTokens, 768}, 1);
@@ -99,7 +99,7 @@ void BM_Dropout(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(dropout_forward(x, 0.1f, 1, step++, 0, &s).raw_data());
   st.SetItemsProcessed(st.iterations() * x.numel());
 }
-BENCHMARK(BM_Dropout)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Dropout)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_AttentionForward(benchmark::State& st) {
   const std::int64_t B = 8, H = 12, T = 128, D = 64;
@@ -110,7 +110,7 @@ void BM_AttentionForward(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(sdpa_forward(q, k, v, m, 0.0f, &s).raw_data());
   st.counters["GFLOP/s"] = benchmark::Counter(4.0 * B * H * T * T * D, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_AttentionForward)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AttentionForward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_AttentionBackward(benchmark::State& st) {
   const std::int64_t B = 8, H = 12, T = 128, D = 64;
@@ -122,7 +122,7 @@ void BM_AttentionBackward(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(sdpa_backward(dout, q, k, v, s, 0.0f).dq.raw_data());
   st.counters["GFLOP/s"] = benchmark::Counter(8.0 * B * H * T * T * D, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_AttentionBackward)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AttentionBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_CrossEntropy(benchmark::State& st) {
   const std::int64_t N = 1024, C = st.range(0);
@@ -137,14 +137,14 @@ void BM_CrossEntropy(benchmark::State& st) {
   }
   st.SetItemsProcessed(st.iterations() * N * C);
 }
-BENCHMARK(BM_CrossEntropy)->Arg(30522)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CrossEntropy)->Arg(30522)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_PermuteHeads(benchmark::State& st) {
   Tensor x = rnd({8, 128, 3, 12, 64}, 1);
   for (auto _ : st) benchmark::DoNotOptimize(permute_copy(x, {2, 0, 3, 1, 4}).raw_data());
   st.SetBytesProcessed(st.iterations() * x.nbytes() * 2);
 }
-BENCHMARK(BM_PermuteHeads)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PermuteHeads)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 
