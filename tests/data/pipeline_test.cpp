@@ -275,3 +275,19 @@ TEST(Synthetic, DatasetIsAPureFunctionOfSeedAndIndex) {
   EXPECT_NE(ds->get(7)["x"].to_float_vector(), ds->get(8)["x"].to_float_vector());
   EXPECT_EQ(flat(run_epoch(ds, 1, 0, 32), "x"), flat(run_epoch(ds, 4, 0, 32), "x"));
 }
+
+TEST(Loader, NonDataErrorsAreWrappedWithTheSource) {
+  class Throws : public Dataset {
+   public:
+    std::int64_t size() const override { return 10; }
+    Sample get(const SampleContext& c) const override {
+      if (c.index == 5) throw std::out_of_range("vector index");
+      return Sample{{"x", Tensor::zeros({2})}};
+    }
+    using Dataset::get;
+    std::string source(std::int64_t i) const override { return "rec/" + std::to_string(i); }
+  };
+  DataLoader l(std::make_shared<Throws>(), Sampler({10, 0, 1, false}), {2, 2});
+  l.start_epoch(3);
+  EXPECT_DATA_ERROR(while (l.next()) {}, "sample 5 (epoch 3) from rec/5: vector index");
+}

@@ -38,17 +38,20 @@ std::exception_ptr wrap_sample_error(std::exception_ptr cause, const Dataset& da
     source = dataset.source(index);
   } catch (...) {
   }
-  const std::string where = source.empty()
-      ? fmt::format("sample {} (epoch {})", index, epoch)
-      : fmt::format("sample {} (epoch {}) from {}", index, epoch, source);
+  // Name the source unless the cause already does (readers put the path first).
+  auto where = [&](const std::string& cause_text) {
+    return source.empty() || cause_text.find(source) != std::string::npos
+               ? fmt::format("sample {} (epoch {})", index, epoch)
+               : fmt::format("sample {} (epoch {}) from {}", index, epoch, source);
+  };
   try {
     std::rethrow_exception(cause);
   } catch (const Error& e) {
-    return std::make_exception_ptr(DataError(fmt::format("{}: {}", where, e.message()), e.file(), e.line()));
+    return std::make_exception_ptr(DataError(fmt::format("{}: {}", where(e.message()), e.message()), e.file(), e.line()));
   } catch (const std::exception& e) {
-    return std::make_exception_ptr(DataError(fmt::format("{}: {}", where, e.what()), __FILE__, __LINE__));
+    return std::make_exception_ptr(DataError(fmt::format("{}: {}", where(e.what()), e.what()), __FILE__, __LINE__));
   } catch (...) {
-    return std::make_exception_ptr(DataError(fmt::format("{}: unknown exception", where), __FILE__, __LINE__));
+    return std::make_exception_ptr(DataError(fmt::format("{}: unknown exception", where("")), __FILE__, __LINE__));
   }
 }
 
