@@ -48,15 +48,21 @@ inline void sqrt_inplace(float* x, std::int64_t n) {
   for (; i < n; ++i) x[i] = std::sqrt(x[i]);
 }
 
-/// sum(x[i]^2) in double over [0, n), with 8 independent lanes so the loop vectorises.
+/// sum(x[i]^2) over [0, n): 16 float lanes (vectorisable without -ffast-math) within blocks of
+/// 256 elements, blocks added in double. Each lane sums at most 16 squares in float, so the
+/// relative error stays ~1e-6 whatever n is.
 inline double sum_squares(const float* x, std::int64_t n) {
-  double lane[8] = {};
-  std::int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) lane[j] += static_cast<double>(x[i + j]) * x[i + j];
   double s = 0;
+  std::int64_t i = 0;
+  for (; i + 256 <= n; i += 256) {
+    float lane[16] = {};
+    for (int k = 0; k < 256; k += 16)
+      for (int j = 0; j < 16; ++j) lane[j] += x[i + k + j] * x[i + k + j];
+    float t = 0;
+    for (float l : lane) t += l;
+    s += t;
+  }
   for (; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
-  for (double l : lane) s += l;
   return s;
 }
 

@@ -1,9 +1,9 @@
 #pragma once
 /// @file optim/clip.hpp  Global gradient norm and clipping by it.
 ///
-/// The global norm is sqrt(sum over parameters of sum(grad^2)), accumulated in double with a
-/// deterministic reduction (independent of thread count). For a parameter with sparse_rows
-/// only those rows count (the others are not meaningful; see nn::Parameter). CPU tensors only;
+/// The global norm is sqrt(sum over parameters of sum(grad^2)): float lanes within 256-element
+/// blocks, blocks and chunks accumulated in double, in a deterministic order (independent of
+/// the thread count). For a parameter with sparse_rows only those rows count (the others are not meaningful; see nn::Parameter). CPU tensors only;
 /// CUDA gradients throw Unsupported in this version.
 
 #include <vector>
