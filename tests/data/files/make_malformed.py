@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes the hand-made malformed files that tests/data/malformed_test.cpp expects to be refused.
+"""Writes the hand-made malformed files that the tests in tests/data/*_test.cpp expect to be refused.
 
 Run from this folder (the outputs are checked in; rerun only to change them). Each file is broken
 in one specific way, named by its file name.
