@@ -8,6 +8,9 @@ matmul + masked softmax + dropout + matmul attention, GELU FFN, dropout, residua
 Times forward + backward (gradient w.r.t. the input and every parameter) per iteration and prints
 one line in the format of bench/nn/bench_transformer_block.cpp:
   pytorch transformer_block threads=N fwd_bwd_ms_median=... fwd_bwd_ms_mean=... fwd_ms_median=... tokens_per_s=...
+With --ops it instead times single ops on the shapes of bench/nn/bench_nn_ops.cpp (same names:
+BM_Gelu, BM_GeluBackward, BM_LayerNorm, BM_LayerNormBackward, BM_Softmax, BM_Matmul/1024/768/768)
+and prints "pytorch op=<name> ms_median=<t>" lines, to compare the non-GEMM kernels op by op.
 Use Debian's /usr/bin/python3 (torch 1.13).
 """
 
@@ -57,6 +60,44 @@ class Block(nn.Module):
         return h + self.drop(self.ffn(self.ln2(h)))
 
 
+def time_op(fn, iters, warmup=3, clock=time.perf_counter):
+    ts = []
+    for i in range(warmup + iters):
+        t0 = clock()
+        fn()
+        if i >= warmup:
+            ts.append((clock() - t0) * 1e3)
+    return statistics.median(ts)
+
+
+def run_ops(iters, clock):
+    tokens = 8 * 128
+    x = torch.rand(tokens, 3072) * 8 - 4
+    dy = torch.rand(tokens, 3072) * 2 - 1
+    xg = x.clone().requires_grad_(True)
+    yg = F.gelu(xg)
+    ln = nn.LayerNorm(768, eps=1e-12)
+    h = torch.rand(tokens, 768) * 2 - 1
+    hg = h.clone().requires_grad_(True)
+    lo = ln(hg)
+    dh = torch.rand(tokens, 768) * 2 - 1
+    s = torch.rand(8 * 12 * 128, 128) * 10 - 5
+    a, b = torch.rand(1024, 768), torch.rand(768, 768)
+    with torch.no_grad():
+        ops = {
+            "BM_Gelu": lambda: F.gelu(x),
+            "BM_LayerNorm": lambda: ln(h),
+            "BM_Softmax": lambda: F.softmax(s, dim=-1),
+            "BM_Matmul/1024/768/768": lambda: a @ b,
+        }
+        for name, fn in ops.items():
+            print(f"pytorch op={name} ms_median={time_op(fn, iters, clock=clock):.3f}")
+    print(f"pytorch op=BM_GeluBackward ms_median="
+          f"{time_op(lambda: torch.autograd.grad(yg, xg, dy, retain_graph=True), iters, clock=clock):.3f}")
+    print(f"pytorch op=BM_LayerNormBackward ms_median="
+          f"{time_op(lambda: torch.autograd.grad(lo, [hg, ln.weight, ln.bias], dh, retain_graph=True), iters, clock=clock):.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=8)
@@ -69,9 +110,15 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--pre-ln", action="store_true")
+    ap.add_argument("--ops", action="store_true", help="time single ops instead of the block")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="with --ops: process CPU time instead of wall time (fairer on a loaded machine, 1 thread)")
     a = ap.parse_args()
     if a.threads > 0:
         torch.set_num_threads(a.threads)
+    if a.ops:
+        run_ops(a.iters, time.process_time if a.cpu_time else time.perf_counter)
+        return
     torch.manual_seed(0)
     block = Block(a.hidden, a.heads, a.ffn, a.dropout, a.pre_ln).train()
     x = torch.randn(a.batch, a.seq, a.hidden, requires_grad=True)
