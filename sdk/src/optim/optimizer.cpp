@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include <tbb/parallel_for.h>
+#include <tbb/parallel_sort.h>
 
 #include "benchhost/error.hpp"
 #include "benchhost/optim/schedule.hpp"
@@ -49,7 +50,7 @@ void check_cpu_f32_parameter(const nn::Parameter& p, const char* what, bool need
   const std::int64_t rows = p.value.size(0);
   const std::int64_t* idx = r.data<std::int64_t>();
   std::vector<std::int64_t> sorted(idx, idx + r.numel());
-  std::sort(sorted.begin(), sorted.end());
+  tbb::parallel_sort(sorted.begin(), sorted.end());
   for (std::size_t i = 0; i < sorted.size(); ++i) {
     BH_CHECK_AS(InvalidArgument, sorted[i] >= 0 && sorted[i] < rows,
                 "{}: sparse_rows of '{}' holds row {}, outside [0, {})", what, n, sorted[i], rows);
