@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # TransformerBlock forward+backward on the CPU, benchhost vs PyTorch, in one run, on the same
 # shapes and thread count. Prints both lines and the ratio pytorch_ms / benchhost_ms (> 1:
-# benchhost is faster).
+# benchhost is faster), for wall time and for process CPU time (with THREADS=1 on a loaded
+# machine the CPU-time ratio is the trustworthy one).
 #   tools/bench_transformer_block.sh                       (build/bin/bench_transformer_block)
 #   BUILD_DIR=build-x THREADS=2 ITERS=30 tools/bench_transformer_block.sh [--pre-ln] [--batch 8 ...]
 # Extra arguments go to both programs (--batch --seq --hidden --heads --ffn --dropout --pre-ln).
@@ -26,7 +27,10 @@ o=$(field "$ours" fwd_bwd_ms_median)
 p=$(field "$peer" fwd_bwd_ms_median)
 of=$(field "$ours" fwd_ms_median)
 pf=$(field "$peer" fwd_ms_median)
-awk -v o="$o" -v p="$p" -v of="$of" -v pf="$pf" 'BEGIN {
-  printf "fwd+bwd median: benchhost %.3f ms, pytorch %.3f ms, ratio pytorch/benchhost = %.2f\n", o, p, p / o
-  printf "fwd     median: benchhost %.3f ms, pytorch %.3f ms, ratio pytorch/benchhost = %.2f\n", of, pf, pf / of
+oc=$(field "$ours" cpu_ms_median)
+pc=$(field "$peer" cpu_ms_median)
+awk -v o="$o" -v p="$p" -v of="$of" -v pf="$pf" -v oc="$oc" -v pc="$pc" 'BEGIN {
+  printf "fwd+bwd median wall: benchhost %.3f ms, pytorch %.3f ms, ratio pytorch/benchhost = %.2f\n", o, p, p / o
+  printf "fwd     median wall: benchhost %.3f ms, pytorch %.3f ms, ratio pytorch/benchhost = %.2f\n", of, pf, pf / of
+  printf "fwd+bwd median CPU:  benchhost %.3f ms, pytorch %.3f ms, ratio pytorch/benchhost = %.2f (process CPU time, all threads)\n", oc, pc, pc / oc
 }'

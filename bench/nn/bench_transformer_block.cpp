@@ -1,6 +1,7 @@
 // One TransformerBlock forward+backward, timed per iteration (median and mean of --iters after
 // --warmup). Prints one machine-readable line:
-//   benchhost transformer_block fwd_bwd_ms_median=... fwd_bwd_ms_mean=... fwd_ms_median=... tokens_per_s=...
+//   benchhost transformer_block threads=N fwd_bwd_ms_median=... fwd_bwd_ms_mean=... fwd_ms_median=...
+//     cpu_ms_median=... tokens_per_s=...   (cpu_ms: process CPU time per fwd+bwd, all threads)
 // Used by tools/bench_transformer_block.sh next to tools/peers/transformer_block_peer.py.
 // Options: --batch 8 --seq 128 --hidden 256 --heads 4 --ffn 1024 --threads N --iters 20
 //          --warmup 3 --pre-ln (GPT flavour, causal) --dropout 0.1
@@ -12,6 +13,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <time.h>
 
 #include "benchhost/nn/transformer.hpp"
 #include "benchhost/random.hpp"
@@ -82,16 +85,26 @@ int main(int argc, char** argv) {
   }
 
   using clock = std::chrono::steady_clock;
-  std::vector<double> total, fwd;
+  // Process CPU time as well: with one thread on a loaded machine it excludes the time the
+  // process waited for a core, which wall time does not.
+  auto cpu_ms = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+  };
+  std::vector<double> total, fwd, cpu;
   for (int it = 0; it < warmup + iters; ++it) {
     rng.step = static_cast<std::uint64_t>(it);
     block.zero_grad();
+    const double c0 = cpu_ms();
     const auto t0 = clock::now();
     Tensor y = block.forward(x, mask);
     const auto t1 = clock::now();
     Tensor dx = block.backward(dy);
     const auto t2 = clock::now();
+    const double c2 = cpu_ms();
     if (it >= warmup) {
+      cpu.push_back(c2 - c0);
       fwd.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
       total.push_back(std::chrono::duration<double, std::milli>(t2 - t0).count());
     }
@@ -104,7 +117,7 @@ int main(int argc, char** argv) {
   for (double t : total) mean += t;
   mean /= static_cast<double>(total.size());
   const double med = median(total);
-  std::printf("benchhost transformer_block threads=%d fwd_bwd_ms_median=%.3f fwd_bwd_ms_mean=%.3f fwd_ms_median=%.3f tokens_per_s=%.0f\n",
-              get_num_threads(), med, mean, median(fwd), static_cast<double>(batch * seq) / (med / 1000.0));
+  std::printf("benchhost transformer_block threads=%d fwd_bwd_ms_median=%.3f fwd_bwd_ms_mean=%.3f fwd_ms_median=%.3f cpu_ms_median=%.3f tokens_per_s=%.0f\n",
+              get_num_threads(), med, mean, median(fwd), median(cpu), static_cast<double>(batch * seq) / (med / 1000.0));
   return 0;
 }

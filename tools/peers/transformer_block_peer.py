@@ -7,7 +7,8 @@ matmul + masked softmax + dropout + matmul attention, GELU FFN, dropout, residua
   pre-LN (--pre-ln, GPT):   h = x + Drop(Attn(LN1(x)));  y = h + Drop(FFN(LN2(h)))   GELU tanh, causal
 Times forward + backward (gradient w.r.t. the input and every parameter) per iteration and prints
 one line in the format of bench/nn/bench_transformer_block.cpp:
-  pytorch transformer_block threads=N fwd_bwd_ms_median=... fwd_bwd_ms_mean=... fwd_ms_median=... tokens_per_s=...
+  pytorch transformer_block threads=N fwd_bwd_ms_median=... fwd_bwd_ms_mean=... fwd_ms_median=...
+    cpu_ms_median=... tokens_per_s=...
 With --ops it instead times single ops on the shapes of bench/nn/bench_nn_ops.cpp (same names:
 BM_Gelu, BM_GeluBackward, BM_LayerNorm, BM_LayerNormBackward, BM_Softmax, BM_Matmul/1024/768/768)
 and prints "pytorch op=<name> ms_median=<t>" lines, to compare the non-GEMM kernels op by op.
@@ -127,21 +128,25 @@ def main():
         mask_add = torch.triu(torch.full((a.seq, a.seq), float("-inf")), diagonal=1)
     else:  # key padding (all keys valid, as in the benchhost run) as an additive [B, 1, 1, S] mask
         mask_add = torch.zeros(a.batch, 1, 1, a.seq)
-    total, fwd = [], []
+    total, fwd, cpu = [], [], []
     for it in range(a.warmup + a.iters):
         block.zero_grad(set_to_none=False)
         x.grad = None
+        c0 = time.process_time()
         t0 = time.perf_counter()
         y = block(x, mask_add)
         t1 = time.perf_counter()
         y.backward(dy)
         t2 = time.perf_counter()
+        c2 = time.process_time()
         if it >= a.warmup:
+            cpu.append((c2 - c0) * 1e3)
             fwd.append((t1 - t0) * 1e3)
             total.append((t2 - t0) * 1e3)
     med = statistics.median(total)
     print(f"pytorch transformer_block threads={torch.get_num_threads()} fwd_bwd_ms_median={med:.3f} "
           f"fwd_bwd_ms_mean={statistics.mean(total):.3f} fwd_ms_median={statistics.median(fwd):.3f} "
+          f"cpu_ms_median={statistics.median(cpu):.3f} "
           f"tokens_per_s={a.batch * a.seq / (med / 1e3):.0f} torch={torch.__version__}")
 
 
