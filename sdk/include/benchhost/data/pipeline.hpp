@@ -66,7 +66,7 @@ class BatchSource {
 
 /// Replace the default stacking collate: gets the batch's samples in order, returns CPU tensors
 /// (e.g. concatenate blocks of rows along dimension 0 when each get() returns a block of tiny
-/// records, as a DLRM reader may, so that per-sample overhead is paid once per block)
+/// records, as a DLRM reader may, so that per-sample overhead is paid once per block).
 /// The loader copies them to the device (from pinned memory only with the default collate).
 /// Called on one pipeline thread at a time.
 using CollateFn = std::function<TensorDict(const std::vector<Sample>& samples)>;
