@@ -8,7 +8,8 @@
 // alike; each round is timed between barriers and its time is the slowest rank's. The table
 // reports the median round: time per allreduce, algorithm bandwidth (bytes / time) and bus
 // bandwidth (2 (n-1)/n x bytes / time, the nccl-tests convention: what each link carries), and
-// the overhead of our layer as a ratio of times.
+// the overhead of our layer as a ratio of times. On a shared machine noise only ever adds time,
+// so the table shows the best round of each path, with the median rounds' ratio beside it.
 
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -88,11 +89,11 @@ int main(int argc, char** argv) {
     v = v.substr(0, v.find('\n'));
     std::printf("# allreduce f32 sum, %d ranks, %s, thread level %s\n", n, v.c_str(),
                 level == MPI_THREAD_MULTIPLE ? "MULTIPLE" : "below MULTIPLE (raw calls unsafe)");
-    std::printf("# median of %d alternating rounds of ~%.2f s each; times are the slowest rank's\n",
-                rounds, seconds);
-    std::printf("%10s %10s | %12s %10s %10s | %12s %10s %10s | %9s\n", "size", "elements",
-                "ours us", "algbw GB/s", "busbw GB/s", "MPI us", "algbw GB/s", "busbw GB/s",
-                "overhead");
+    std::printf("# best of %d alternating rounds of ~%.2f s each (median ratio in the last column); "
+                "times are the slowest rank's\n", rounds, seconds);
+    std::printf("%9s | %11s %10s %10s | %11s %10s %10s | %9s %9s\n", "size", "ours us",
+                "algbw GB/s", "busbw GB/s", "MPI us", "algbw GB/s", "busbw GB/s", "overhead",
+                "(median)");
   }
   const double bus_factor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
 
@@ -125,12 +126,14 @@ int main(int argc, char** argv) {
         t_ours.push_back(timed_round(iters, run_ours) / iters);
       }
     }
-    double a = median(t_ours), b = median(t_raw);
+    double a = *std::min_element(t_ours.begin(), t_ours.end());
+    double b = *std::min_element(t_raw.begin(), t_raw.end());
+    double med_ratio = median(t_ours) / median(t_raw);
     if (rank == 0) {
-      std::printf("%10s %10lld | %12.1f %10.3f %10.3f | %12.1f %10.3f %10.3f | %+8.1f%%\n",
-                  human_bytes(bytes).c_str(), static_cast<long long>(count), a * 1e6, bytes / a / 1e9,
+      std::printf("%9s | %11.1f %10.3f %10.3f | %11.1f %10.3f %10.3f | %+8.1f%% %+8.1f%%\n",
+                  human_bytes(bytes).c_str(), a * 1e6, bytes / a / 1e9,
                   bus_factor * bytes / a / 1e9, b * 1e6, bytes / b / 1e9,
-                  bus_factor * bytes / b / 1e9, (a / b - 1) * 100);
+                  bus_factor * bytes / b / 1e9, (a / b - 1) * 100, (med_ratio - 1) * 100);
       std::fflush(stdout);
     }
   }

@@ -13,6 +13,7 @@
 /// Ownership: a collective reads and writes the caller's tensors until its Work completes; the
 /// caller keeps them alive and does not touch them until then (the Work also holds a reference
 /// to their storage, so a dropped Tensor handle cannot free memory under a running collective).
+/// Destroy communicators before main() returns: MPI is finalised by a static destructor.
 ///
 /// Note [Collective timeout]
 /// Every wait has a deadline (CommOptions::timeout_seconds, from the moment the collective was
@@ -44,8 +45,9 @@
 
 namespace benchhost {
 
-/// Reduction operators. avg is sum divided by size(); for integer dtypes it truncates toward
-/// zero. Integer sums wrap modulo 2^bits like C unsigned arithmetic (u8) / as MPI does (i32, i64).
+/// Reduction operators. avg is sum divided by size(). Integer sums wrap modulo 2^bits (u8 sums
+/// of more than 255 wrap; use a wider dtype). Integer avg: the MPI backend sums u8/i32 in 64 bits
+/// and truncates the quotient toward zero; the NCCL backend rejects it (use sum, then divide).
 /// f16 and bf16 are reduced element-wise in float and rounded to nearest even after each
 /// pairwise step, like NCCL.
 enum class ReduceOp : std::uint8_t { sum, avg, max, min };
