@@ -99,8 +99,8 @@ struct DeviceCaps {
   int sm_major = 0;  ///< CUDA compute capability (0 for CPU or unknown)
   int sm_minor = 0;
   std::string name;  ///< "cpu", "NVIDIA H100 80GB HBM3"
-  /// CPU: {cpu}. CUDA: reads "compute_capability" ("9.0") from the backend's environment(),
-  /// else "sm_XY" in describe(). Throws Unsupported if the device cannot be had.
+  /// CPU: {cpu}. CUDA: reads "gpu<N>_compute_capability" ("9.0") from the backend's
+  /// environment(), else "sm_XY" in describe(). Throws Unsupported if the device cannot be had.
   static DeviceCaps query(Device device);
   static DeviceCaps cuda(int sm_major, int sm_minor, std::string name = "");
 };

@@ -74,11 +74,12 @@ DeviceCaps DeviceCaps::query(Device device) {
               be.device_count());
   c.name = be.describe(device.index);
   // Note [Compute capability discovery]
-  // The backend's environment() may carry "compute_capability" = "9.0"; failing that,
-  // describe() carries "sm_90". Either gives (major, minor); unknown stays (0, 0), which
-  // allows fp32 only.
+  // The CUDA backend's environment() carries "gpu<N>_compute_capability" = "9.0" per device
+  // (older or other backends: plain "compute_capability"); failing that, describe() carries
+  // "sm_90". Either gives (major, minor); unknown stays (0, 0), which allows fp32 only.
+  const std::string per_device = fmt::format("gpu{}_compute_capability", device.index);
   for (const auto& [k, v] : be.environment()) {
-    if (k != "compute_capability") continue;
+    if (k != per_device && k != "compute_capability") continue;
     int maj = 0, min = 0;
     if (std::sscanf(v.c_str(), "%d.%d", &maj, &min) == 2) {
       c.sm_major = maj;
