@@ -111,7 +111,7 @@ TEST(Init, UniformAndConstants) {
 TEST(Init, DeterministicPerSeedAndIndependentOfThreads) {
   auto fill = [](std::uint64_t seed, int threads) {
     tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
-    Tensor t = Tensor::empty({100000});  // several 4096-element chunks
+    Tensor t = Tensor::empty({100000});  // several 16384-element chunks
     Rng rng(seed);
     init::trunc_normal_(t, rng, 0.0f, 1.0f);
     return t.to_float_vector();

@@ -3,8 +3,8 @@
 ///
 /// Note [Deterministic initialisation]
 /// Every initialiser takes an Rng and draws one 64-bit sub-seed from it; element i of the tensor
-/// is then produced by the Philox stream (sub-seed, i / 4096), i.e. the tensor is filled in
-/// fixed chunks of 4096 elements that oneTBB may process in any order on any number of threads.
+/// is then produced by the Philox stream (sub-seed, i / 16384), i.e. the tensor is filled in
+/// fixed chunks of 16384 elements that oneTBB may process in any order on any number of threads.
 /// The values depend on the Rng's state and the tensor's shape only. The usual pattern gives
 /// each parameter its own stream from the run seed and the parameter's name, so adding a layer
 /// does not change the initialisation of the others:

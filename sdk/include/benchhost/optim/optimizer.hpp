@@ -21,9 +21,10 @@
 /// other rows are untouched. For Adagrad without weight decay this equals the dense update on
 /// the touched rows exactly (an untouched row has a zero gradient, which leaves its accumulator
 /// and weight unchanged); for SGD-with-momentum and Adam it is the "lazy" update (state of
-/// untouched rows is not decayed), as in PyTorch's SparseAdam. Weight decay with sparse rows is
-/// refused (InvalidArgument), as is LARS/LAMB with sparse rows (their norms need the whole
-/// tensor).
+/// untouched rows is not decayed), as in PyTorch's SparseAdam. A sparse-row parameter with
+/// weight_decay == true under a non-zero decay is refused (InvalidArgument: decay would touch
+/// every row), as is LARS/LAMB with sparse rows (their norms need the whole tensor). Rows are
+/// checked (in range, unique) on every step.
 ///
 /// Threading: step() parallelises internally with oneTBB (over parameters and over elements);
 /// the result does not depend on the thread count (norms use a deterministic reduction). Call it
