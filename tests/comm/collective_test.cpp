@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -330,4 +331,78 @@ TEST(CommFactory, SingleBackendCopiesAndChecks) {
   EXPECT_THROW(c->allgather(t, wrong), InvalidArgument);
   c->barrier();
   EXPECT_FALSE(c->failed());
+}
+
+TEST(Collectives, RankSpreadNamesTheStraggler) {
+  Communicator& c = world();
+  const int p = c.size(), r = c.rank();
+  // Rank p-1 is the slowest, rank 0 the fastest: step time 10 + r ms, and 100 for the last.
+  double mine = r == p - 1 ? 100.0 : 10.0 + r;
+  RankSpread s = rank_spread(c, mine);
+  EXPECT_EQ(s.max, 100.0);
+  EXPECT_EQ(s.max_rank, p - 1);
+  EXPECT_EQ(s.min, p == 1 ? 100.0 : 10.0);
+  EXPECT_EQ(s.min_rank, 0);
+  // p = 1: {100}; p = 2: {10, 100} -> lower middle 10; p = 3: {10, 11, 100} -> 11.
+  EXPECT_EQ(s.median, p == 1 ? 100.0 : p == 2 ? 10.0 : 11.0);
+  double sum = 100.0;
+  for (int k = 0; k < p - 1; ++k) sum += 10.0 + k;
+  EXPECT_EQ(s.sum, sum);
+}
+
+// NCCL on the GPUs of this node: one rank per GPU. Runs where CUDA, NCCL and enough devices
+// exist (e.g. mpirun -np 1 bin/test_comm --gtest_filter='Nccl*' on a one-GPU machine).
+TEST(NcclCollectives, EveryDtypeAndOpOnCuda) {
+  LaunchEnv env = detect_launch_env();
+  std::string why;
+  if (!device_available(Device::cuda(0), &why)) GTEST_SKIP() << "no CUDA device: " << why;
+  auto names = available_comm_backends();
+  if (std::find(names.begin(), names.end(), "nccl") == names.end())
+    GTEST_SKIP() << "this build has no NCCL backend";
+  if (device_backend(DeviceType::cuda).device_count() < env.local_size)
+    GTEST_SKIP() << "NCCL needs one GPU per rank: " << env.local_size << " local ranks, "
+                 << device_backend(DeviceType::cuda).device_count() << " GPUs";
+  Device dev = device_for_local_rank(env, DeviceType::cuda);
+  CommOptions opts;
+  opts.timeout_seconds = 60;
+  auto c = create_communicator("auto", dev, env, opts);
+  ASSERT_EQ(c->backend_name(), "nccl");
+  const int p = c->size(), r = c->rank();
+  for (DType dt : kReduceDtypes) {
+    for (ReduceOp op : kOps) {
+      std::vector<double> v;
+      for (int i = 0; i < 1000; ++i) v.push_back((r + 1) * (i % 5 + 1));
+      Tensor t = make(v, dt).to(dev);
+      if (op == ReduceOp::avg && is_int(dt)) {
+        EXPECT_THROW(c->allreduce(t, op), InvalidArgument);
+        continue;
+      }
+      c->allreduce(t, op).wait();
+      std::vector<double> got = read(t.to(Device::cpu()));
+      for (int i = 0; i < 1000; ++i)
+        ASSERT_EQ(got[i], expected_reduce(op, i % 5 + 1, p, false))
+            << "nccl allreduce " << reduce_op_name(op) << " " << dtype_name(dt) << " element " << i;
+    }
+  }
+  for (std::int64_t n : {std::int64_t{7}, std::int64_t{4} * p}) {
+    std::vector<double> mine;
+    for (std::int64_t i = 0; i < chunk_count(n, p, r); ++i) mine.push_back(chunk_offset(n, p, r) + i);
+    Tensor in = make(mine, DType::f32).to(dev);
+    Tensor out = Tensor::zeros({n}, DType::f32, dev);
+    c->allgather(in, out).wait();
+    std::vector<double> got = read(out.to(Device::cpu()));
+    for (std::int64_t i = 0; i < n; ++i) EXPECT_EQ(got[i], i) << "nccl allgather n=" << n;
+    std::vector<double> full;
+    for (std::int64_t i = 0; i < n; ++i) full.push_back((r + 1) * (i % 5 + 1));
+    Tensor rin = make(full, DType::f32).to(dev);
+    Tensor rout = Tensor::zeros({chunk_count(n, p, r)}, DType::f32, dev);
+    c->reduce_scatter(rin, rout, ReduceOp::sum).wait();
+    std::vector<double> rs = read(rout.to(Device::cpu()));
+    for (std::size_t j = 0; j < rs.size(); ++j)
+      EXPECT_EQ(rs[j], expected_reduce(ReduceOp::sum, (chunk_offset(n, p, r) + j) % 5 + 1, p, false));
+  }
+  Tensor b = make({r == 0 ? 5.0 : 0.0, 6.0 * (r == 0)}, DType::bf16).to(dev);
+  c->broadcast(b, 0).wait();
+  EXPECT_EQ(read(b.to(Device::cpu())), (std::vector<double>{5, 6}));
+  c->barrier();
 }

@@ -3,6 +3,7 @@
 
 #include "benchhost/comm/communicator.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -237,6 +238,22 @@ std::vector<double> allgather_values(Communicator& comm, double value) {
   comm.allgather(in, out).wait();
   Tensor back = out.to(Device::cpu());
   return {back.data<double>(), back.data<double>() + comm.size()};
+}
+
+RankSpread rank_spread(Communicator& comm, double value) {
+  std::vector<double> v = allgather_values(comm, value);
+  RankSpread s;
+  for (std::size_t r = 0; r < v.size(); ++r) {
+    if (r == 0 || v[r] < v[s.min_rank]) s.min_rank = static_cast<int>(r);
+    if (r == 0 || v[r] > v[s.max_rank]) s.max_rank = static_cast<int>(r);
+    s.sum += v[r];
+  }
+  s.min = v[s.min_rank];
+  s.max = v[s.max_rank];
+  std::vector<double> sorted = v;
+  std::sort(sorted.begin(), sorted.end());
+  s.median = sorted[(sorted.size() - 1) / 2];
+  return s;
 }
 
 }  // namespace benchhost

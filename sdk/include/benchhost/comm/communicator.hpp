@@ -175,4 +175,13 @@ inline double allreduce_value(Communicator& comm, double v, ReduceOp op) {
 /// Every rank's value, in rank order (e.g. per-rank step times: min/median/max for stragglers).
 std::vector<double> allgather_values(Communicator& comm, double value);
 
+/// How one per-rank quantity (a step time in ms, samples/s) spreads over the ranks, for reports
+/// that make a straggler visible. median is the lower middle value for an even count.
+struct RankSpread {
+  double min = 0, median = 0, max = 0, sum = 0;
+  int min_rank = 0, max_rank = 0;  ///< the ranks holding min and max (lowest rank on ties)
+};
+/// Blocking; every rank calls it and gets the same result.
+RankSpread rank_spread(Communicator& comm, double value);
+
 }  // namespace benchhost
