@@ -40,6 +40,11 @@ po::options_description run_options() {
       ("timeout", po::value<double>()->value_name("SECONDS"), "per run / sweep point time limit, checked between steps (0 = none)")
       ("peak-tflops", po::value<double>()->value_name("TFLOPS"),
        "device peak for MFU; needed on CPU (GPUs use a built-in table)")
+      ("comm-backend", po::value<std::string>()->value_name("auto|single|mpi|nccl"),
+       "collective backend (default auto: nccl on CUDA, mpi when launched with several processes)")
+      ("comm-timeout", po::value<double>()->value_name("SECONDS"), "deadline of each collective (default 1800)")
+      ("launcher", po::value<std::string>()->value_name("TEMPLATE"),
+       "how -n sweeps start N processes, {n} replaced (default: mpirun --oversubscribe -np {n})")
       ("submission-org", po::value<std::string>(), "MLLOG submission_org")
       ("submission-platform", po::value<std::string>(), "MLLOG submission_platform (default: CPU or GPU model)")
       ("submission-division", po::value<std::string>(), "MLLOG submission_division: closed|open (default: closed for MLPerf benchmarks)")
@@ -332,6 +337,9 @@ Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, 
   str("mllog", s.mllog);
   str("csv", s.csv);
   str("submission-org", s.submission_org);
+  str("comm-backend", s.comm_backend);
+  str("launcher", s.launcher);
+  if (vm.count("comm-timeout")) s.comm_timeout_seconds = vm["comm-timeout"].as<double>();
   str("submission-platform", s.submission_platform);
   str("submission-division", s.submission_division);
   str("submission-status", s.submission_status);
@@ -367,6 +375,9 @@ Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, 
   if (s.warmup < 0) BH_USAGE("option --warmup: {} is negative", s.warmup);
   if (s.iterations <= 0) BH_USAGE("option --iterations: {} must be at least 1", s.iterations);
   if (s.runs <= 0) BH_USAGE("option --runs: {} must be at least 1", s.runs);
+  if (s.comm_timeout_seconds <= 0) BH_USAGE("option --comm-timeout: {} must be positive", s.comm_timeout_seconds);
+  if (s.comm_backend != "auto" && s.comm_backend != "single" && s.comm_backend != "mpi" && s.comm_backend != "nccl")
+    BH_USAGE("option --comm-backend: '{}' is not one of auto, single, mpi, nccl", s.comm_backend);
   if (s.timeout_seconds < 0) BH_USAGE("option --timeout: {} is negative", s.timeout_seconds);
   if (s.threads < 0) BH_USAGE("option --threads: {} is negative", s.threads);
   if (s.threads == 0) s.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

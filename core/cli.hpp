@@ -66,6 +66,9 @@ struct Settings {
   bool synthetic = false;
   double timeout_seconds = 0;  ///< per run / sweep point; 0 = none
   double peak_tflops = 0;      ///< device peak for MFU (CPU); 0 = from the GPU table or none
+  std::string comm_backend = "auto";  ///< auto | single | mpi | nccl
+  double comm_timeout_seconds = 1800; ///< per-collective deadline
+  std::string launcher;               ///< -n sweep child launcher template with {n}; "" = mpirun
   std::string submission_org = "benchhost", submission_platform, submission_division,
               submission_status = "onprem", submission_poc_name = "benchhost",
               submission_poc_email = "benchhost@localhost";

@@ -98,21 +98,12 @@ std::string info_text(const LoadedPlugin& p, const std::vector<fs::path>& roots)
 }
 
 Placement detect_placement() {
+  const LaunchEnv env = detect_launch_env();
   Placement p;
-  // OpenMPI, then Slurm, then torchrun-style variables.
-  if (std::getenv("OMPI_COMM_WORLD_SIZE")) {
-    p.world_size = env_int("OMPI_COMM_WORLD_SIZE", 1);
-    p.rank = env_int("OMPI_COMM_WORLD_RANK", 0);
-    p.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", 0);
-  } else if (std::getenv("SLURM_PROCID") && std::getenv("SLURM_NTASKS")) {
-    p.world_size = env_int("SLURM_NTASKS", 1);
-    p.rank = env_int("SLURM_PROCID", 0);
-    p.local_rank = env_int("SLURM_LOCALID", 0);
-  } else if (std::getenv("WORLD_SIZE")) {
-    p.world_size = env_int("WORLD_SIZE", 1);
-    p.rank = env_int("RANK", 0);
-    p.local_rank = env_int("LOCAL_RANK", 0);
-  }
+  p.rank = env.rank;
+  p.world_size = env.world_size;
+  p.local_rank = env.local_rank;
+  p.launcher = env.launcher;
   return p;
 }
 
@@ -181,16 +172,27 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
     return usage_error(e);
   }
 
-  Placement where = detect_placement();
-  if (where.world_size > 1) {
-    // Note [Multi-process runs]: the communicator (sdk/include/benchhost/comm/) is created here and
-    // handed to the plugin in bh_run_context.communicator once it exists; until then a multi-process
-    // launch is refused rather than silently running N independent copies that overwrite each other.
-    std::fprintf(err,
-                 "benchhost: error: launched as rank %d of %d, but this build has no collective backend yet "
-                 "(sdk/include/benchhost/comm/ is not available); run a single process\n",
-                 where.rank, where.world_size);
+  // Note [Multi-process runs]: one process per device under the cluster's launcher
+  // (docs/multi-process.md). The host creates the communicator, binds cuda to the local rank,
+  // hands the communicator to the plugin, and lets only rank 0 print and write files.
+  Placement where;
+  std::unique_ptr<Communicator> comm;
+  try {
+    const LaunchEnv env = detect_launch_env();
+    where.rank = env.rank;
+    where.world_size = env.world_size;
+    where.local_rank = env.local_rank;
+    where.launcher = env.launcher;
+    if (env.world_size > 1 && s.device == "cuda") s.device = device_for_local_rank(env, DeviceType::cuda).str();
+    CommOptions opts;
+    opts.timeout_seconds = s.comm_timeout_seconds;
+    comm = create_communicator(s.comm_backend, parse_device(s.device), env, opts);
+    where.communicator = comm.get();
+  } catch (const Unsupported& e) {
+    std::fprintf(err, "benchhost: error: %s\n", e.message().c_str());
     return kExitRunFailed;
+  } catch (const Error& e) {
+    return usage_error(e);
   }
   const bool rank0 = where.rank == 0;
   EventBus bus;
@@ -240,6 +242,7 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
     summary.interrupted = received_signal() != 0;
     summary.exit_code = exit_code_for(bus.records(), summary.ttt, summary.interrupted);
     bus.finish(summary);
+    if (comm && comm->failed()) comm->abort(summary.exit_code == kExitOk ? kExitRunFailed : summary.exit_code);
     return summary.exit_code;
   } catch (const UsageError& e) {
     return usage_error(e);

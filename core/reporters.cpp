@@ -104,6 +104,75 @@ ordered_json record_to_json(const RunRecord& r) {
   return j;
 }
 
+namespace {
+template <class T>
+void read_opt(const nlohmann::json& j, const char* key, std::optional<T>& dst) {
+  if (j.contains(key) && !j[key].is_null()) dst = j[key].get<T>();
+}
+RunStatus status_from_string(const std::string& s) {
+  for (RunStatus st : {RunStatus::passed, RunStatus::skipped, RunStatus::invalid_arguments, RunStatus::oom,
+                       RunStatus::timeout, RunStatus::diverged, RunStatus::failed})
+    if (s == to_string(st)) return st;
+  BH_THROW(InvalidArgument, "unknown run status '{}' in a report", s);
+}
+}  // namespace
+
+RunRecord record_from_json(const nlohmann::json& j) {
+  RunRecord r;
+  r.kind = j.at("kind").get<std::string>();
+  r.status = status_from_string(j.at("status").get<std::string>());
+  r.message = j.value("message", "");
+  r.plugin = j.value("plugin", "");
+  r.device = j.value("device", "");
+  r.precision = j.value("precision", "");
+  r.batch_size = j.value("batch_size", std::int64_t{0});
+  r.devices = j.value("devices", 1);
+  r.seed = j.value("seed", std::uint64_t{0});
+  r.run_index = j.value("run_index", 0);
+  r.iterations = j.value("iterations", std::int64_t{0});
+  r.samples = j.value("samples", std::int64_t{0});
+  read_opt(j, "seconds", r.seconds);
+  read_opt(j, "samples_per_second", r.samples_per_second);
+  if (j.contains("step_ms")) {
+    const auto& s = j["step_ms"];
+    read_opt(s, "mean", r.step_ms_mean);
+    read_opt(s, "p50", r.step_ms_p50);
+    read_opt(s, "p90", r.step_ms_p90);
+    read_opt(s, "p99", r.step_ms_p99);
+  }
+  if (j.contains("latency_ms")) {
+    const auto& s = j["latency_ms"];
+    read_opt(s, "avg", r.latency_ms_avg);
+    read_opt(s, "p50", r.latency_ms_p50);
+    read_opt(s, "p90", r.latency_ms_p90);
+    read_opt(s, "p95", r.latency_ms_p95);
+    read_opt(s, "p99", r.latency_ms_p99);
+  }
+  read_opt(j, "data_wait_fraction", r.data_wait_fraction);
+  read_opt(j, "achieved_tflops", r.achieved_tflops);
+  read_opt(j, "mfu", r.mfu);
+  r.mfu_note = j.value("mfu_note", "");
+  read_opt(j, "scaling_efficiency", r.scaling_efficiency);
+  read_opt(j, "final_loss", r.final_loss);
+  if (j.contains("rank_step_ms")) {
+    const auto& s = j["rank_step_ms"];
+    read_opt(s, "min", r.rank_step_ms_min);
+    read_opt(s, "median", r.rank_step_ms_median);
+    read_opt(s, "max", r.rank_step_ms_max);
+  }
+  if (j.contains("ttt") && j["ttt"].is_object()) {
+    const auto& t = j["ttt"];
+    read_opt(t, "converged", r.converged);
+    read_opt(t, "time_to_train_seconds", r.time_to_train_seconds);
+    read_opt(t, "final_metric", r.final_metric);
+    r.epochs = t.value("epochs", std::int64_t{0});
+    for (const auto& e : t.value("evals", nlohmann::json::array()))
+      r.evals.push_back({e.at("epoch").get<double>(), e.at("samples_trained").get<std::int64_t>(),
+                         e.at("metric").get<double>(), e.at("seconds_since_run_start").get<double>()});
+  }
+  return r;
+}
+
 ordered_json report_to_json(const ReportHeader& h, const std::vector<RunRecord>& records, const Summary* summary) {
   ordered_json j;
   j["schema"] = "benchhost-report";

@@ -28,6 +28,8 @@ inline constexpr int kReportSchemaVersion = 1;
 
 /// The JSON form of one record (every field present; null when not meaningful).
 nlohmann::ordered_json record_to_json(const RunRecord& r);
+/// Inverse of record_to_json (reads a child job's report in -n sweeps). Throws on a malformed record.
+RunRecord record_from_json(const nlohmann::json& j);
 /// The whole report document.
 nlohmann::ordered_json report_to_json(const ReportHeader& h, const std::vector<RunRecord>& records,
                                       const Summary* summary);

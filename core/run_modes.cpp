@@ -5,11 +5,16 @@
 #include <cmath>
 #include <csignal>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <new>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "environment.hpp"
+#include "reporters.hpp"
 #include "stats.hpp"
 
 namespace benchhost::host {
@@ -368,17 +373,97 @@ void fill_mfu(RunRecord& r, const Settings& s, double flops_per_sample, int devi
 
 enum class Kind { train, infer, loader };
 
+// Weak scaling: the same per-device batch on n devices vs. one device, when both were measured.
+void apply_weak_scaling(RunRecord& r, const std::vector<RunRecord>& earlier) {
+  if (r.kind != "train" || r.devices <= 1 || r.status != RunStatus::passed || !r.samples_per_second) return;
+  for (const auto& base : earlier)
+    if (base.kind == "train" && base.devices == 1 && base.batch_size == r.batch_size &&
+        base.status == RunStatus::passed && base.samples_per_second)
+      r.scaling_efficiency = *r.samples_per_second / (r.devices * *base.samples_per_second);
+}
+
+std::string shell_quote(const std::string& a) {
+  if (!a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=/.,:@%") ==
+                        std::string::npos)
+    return a;
+  std::string out = "'";
+  for (char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Note [Device-count sweeps]
+// MPI is initialised once per process, so a single-process host cannot regroup itself into n
+// processes. Started without a launcher and given -n N > 1, it runs that point as a child job:
+// the same command line under `mpirun -np N` (or --launcher), with -n N and a private report,
+// then reads the child's records (written by its rank 0). See docs/multi-process.md.
+void run_child_point(const Settings& s, const LoadedPlugin& p, EventBus& bus, int n) {
+  namespace fs = std::filesystem;
+  RunRecord failed = base_record(s, p, "train", s.batch_sizes.empty() ? 0 : s.batch_sizes.front(), n);
+  const fs::path dir = fs::temp_directory_path() / fmt::format("benchhost_sweep_{}_n{}", ::getpid(), n);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const fs::path report = dir / "report.json", log = dir / "child.log";
+  std::string launcher = s.launcher;
+  if (launcher.empty()) launcher = std::string("mpirun") + (::geteuid() == 0 ? " --allow-run-as-root" : "") + " --oversubscribe -np {n}";
+  for (auto pos = launcher.find("{n}"); pos != std::string::npos; pos = launcher.find("{n}"))
+    launcher.replace(pos, 3, std::to_string(n));
+  // The child must find the very plugin this host loaded: its directory goes first.
+  std::string cmd = launcher + " " + shell_quote((executable_dir() / "benchhost").string()) + " --plugin-dir " +
+                    shell_quote(p.path.parent_path().string());
+  static const std::vector<std::string> drop_with_value{"-n", "--devices", "-o", "--output", "--csv", "--mllog"};
+  for (std::size_t i = 1; i < s.argv.size(); ++i) {
+    const std::string& a = s.argv[i];
+    if (std::find(drop_with_value.begin(), drop_with_value.end(), a) != drop_with_value.end()) {
+      ++i;
+      continue;
+    }
+    bool glued = false;
+    for (const auto& d : drop_with_value) glued |= a.rfind(d + "=", 0) == 0 || (d.size() == 2 && a.rfind(d, 0) == 0 && a.size() > 2 && d != "--");
+    if (glued) continue;
+    cmd += " " + shell_quote(a);
+  }
+  cmd += fmt::format(" -n {} -o {} > {} 2>&1", n, shell_quote(report.string()), shell_quote(log.string()));
+  const int rc = std::system(cmd.c_str());
+  std::vector<RunRecord> child;
+  try {
+    if (fs::exists(report)) {
+      std::ifstream in(report);
+      const auto j = nlohmann::json::parse(in);
+      for (const auto& r : j.at("results")) child.push_back(record_from_json(r));
+    }
+  } catch (const std::exception& e) {
+    child.clear();
+  }
+  if (child.empty()) {
+    std::ifstream in(log);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.size() > 1500) text = "..." + text.substr(text.size() - 1500);
+    failed.status = RunStatus::failed;
+    failed.message = fmt::format("child job for -n {} produced no report (exit status {}): `{}`; its output:\n{}", n, rc,
+                                 cmd, text);
+    bus.record(std::move(failed));
+  }
+  for (auto& r : child) {
+    apply_weak_scaling(r, bus.records());
+    bus.record(std::move(r));
+  }
+  fs::remove_all(dir, ec);
+}
+
 void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, const Placement& where, EventBus& bus,
                Kind kind, std::int64_t batch, int n) {
   const LoadedPlugin& p = *plugin;
   const char* kind_name = kind == Kind::train ? "train" : kind == Kind::infer ? "infer" : "loader";
   RunRecord r = base_record(s, p, kind_name, batch, n);
   r.seed = s.seed;
+  if (n != where.world_size && where.world_size == 1 && where.launcher == "none" && n > 1) {
+    run_child_point(s, p, bus, n);
+    return;
+  }
   if (n != where.world_size) {
     r.status = RunStatus::skipped;
-    r.message = where.world_size == 1
-                    ? fmt::format("-n {} needs {} processes: launch with `mpirun -np {} benchhost ...` (or srun)", n, n, n)
-                    : fmt::format("this launch has {} processes; -n {} needs a launch with {}", where.world_size, n, n);
+    r.message = fmt::format("this launch ({}) has {} processes; -n {} needs a launch with {} (one job per device count)",
+                            where.launcher, where.world_size, n, n);
     bus.record(std::move(r));
     return;
   }
@@ -456,6 +541,14 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
     // Samples are counted per rank; the grid point's throughput is for all n devices together.
     r.samples_per_second = static_cast<double>(samples * where.world_size) / total;
     fill_step_stats(r, step_ms, kind == Kind::infer);
+    if (where.communicator && where.world_size > 1) {
+      // Every rank's mean step time, so a straggler shows (collective: all ranks run the same grid).
+      std::vector<double> per_rank = allgather_values(*where.communicator, mean(step_ms));
+      std::sort(per_rank.begin(), per_rank.end());
+      r.rank_step_ms_min = per_rank.front();
+      r.rank_step_ms_max = per_rank.back();
+      r.rank_step_ms_median = percentile(per_rank, 50);
+    }
     if (kind == Kind::train) {
       r.data_wait_fraction = step_seconds > 0 ? wait_seconds / step_seconds : 0.0;
       fill_mfu(r, s, info.train_flops_per_sample, n);
@@ -471,12 +564,7 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
   }
   r.iterations = steps;
   r.samples = samples * where.world_size;
-  // Weak scaling: same per-device batch on n devices vs. one device, when both were measured.
-  if (kind == Kind::train && n > 1 && r.status == RunStatus::passed && r.samples_per_second)
-    for (const auto& base : bus.records())
-      if (base.kind == "train" && base.devices == 1 && base.batch_size == r.batch_size &&
-          base.status == RunStatus::passed && base.samples_per_second)
-        r.scaling_efficiency = *r.samples_per_second / (n * *base.samples_per_second);
+  apply_weak_scaling(r, bus.records());
   bus.record(std::move(r));
 }
 

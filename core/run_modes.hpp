@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "benchhost/comm/communicator.hpp"
 #include "cli.hpp"
 #include "events.hpp"
 #include "plugin_loader.hpp"
@@ -20,7 +21,8 @@ struct Placement {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
-  void* communicator = nullptr;  ///< benchhost::Communicator*, owned by main(); null = single process
+  std::string launcher = "none";          ///< comm/launch.hpp: "openmpi", "slurm", ..., "none"
+  Communicator* communicator = nullptr;   ///< owned by run_main; null only in unit tests
 };
 
 /// Seed of time-to-train run `run` derived from the base seed (SplitMix64: distinct, reproducible).

@@ -135,12 +135,16 @@ TEST(Golden, JsonReportSchema) {
   const auto ttt = tmp.path / "ttt.json", train = tmp.path / "train.json", infer = tmp.path / "infer.json";
   auto p = bhtest::run_benchhost(fmt::format("--plugin-dir '{}' --plugin toy -o '{}'", dir, ttt.string()));
   ASSERT_EQ(p.exit_code, kExitOk) << p.output;
-  p = bhtest::run_benchhost(fmt::format("--plugin-dir '{}' --plugin toy --mode train -b 4 -n 1,2 -i 5 --peak-tflops 1 -o '{}'",
+  p = bhtest::run_benchhost(fmt::format("--plugin-dir '{}' --plugin toy --mode train -b 4 -i 5 --peak-tflops 1 -o '{}'",
                                         dir, train.string()));
   ASSERT_EQ(p.exit_code, kExitOk) << p.output;
   p = bhtest::run_benchhost(fmt::format("--plugin-dir '{}' --plugin null --mode infer -b 2 -i 5 -o '{}'", dir, infer.string()));
   ASSERT_EQ(p.exit_code, kExitOk) << p.output;
-  for (const auto& f : {ttt, train, infer}) {
+  // A SKIPPED point: every measurement field is null.
+  const auto skipped = tmp.path / "skipped.json";
+  p = bhtest::run_benchhost(fmt::format("--plugin-dir '{}' --plugin decline -o '{}'", dir, skipped.string()));
+  ASSERT_EQ(p.exit_code, kExitAllSkipped) << p.output;
+  for (const auto& f : {ttt, train, infer, skipped}) {
     auto j = nlohmann::json::parse(bhtest::read_file(f));
     EXPECT_EQ(j["schema_version"], kReportSchemaVersion);
     EXPECT_EQ(j["summary"]["complete"], true);

@@ -78,12 +78,37 @@ TEST(RunModes, InferenceReportsLatencyPercentilesPerBatch) {
   EXPECT_EQ(r.records[1].samples, 8 * 50);
 }
 
-TEST(RunModes, MultiDevicePointWithoutLauncherIsSkipped) {
-  InProcessRun r = run_in_process("null", {"--mode", "train", "-n", "1,2", "-i", "5"});
+TEST(RunModes, DeviceCountSweepRelaunchesUnderMpirun) {
+  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not installed (openmpi-bin)";
+  // -n 2 from a single process: the host runs the point as `mpirun -np 2 benchhost ... -n 2` and
+  // imports the child's record (per-rank step times gathered over the communicator).
+  InProcessRun r = run_in_process("null", {"--mode", "train", "-b", "4", "-n", "1,2", "-w", "2", "-i", "20"});
   ASSERT_EQ(r.records.size(), 2u);
-  EXPECT_EQ(r.records[0].status, RunStatus::passed);
-  EXPECT_EQ(r.records[1].status, RunStatus::skipped);
-  EXPECT_NE(r.records[1].message.find("mpirun -np 2"), std::string::npos) << r.records[1].message;
+  EXPECT_EQ(r.records[0].status, RunStatus::passed) << r.records[0].message;
+  const RunRecord& two = r.records[1];
+  if (two.status == RunStatus::failed && two.message.find("built without MPI") != std::string::npos)
+    GTEST_SKIP() << "this build has no MPI backend: " << two.message;
+  ASSERT_EQ(two.status, RunStatus::passed) << two.message;
+  EXPECT_EQ(two.devices, 2);
+  EXPECT_EQ(two.samples, 2 * 4 * 20);  // samples of both ranks
+  ASSERT_TRUE(two.rank_step_ms_min && two.rank_step_ms_median && two.rank_step_ms_max);
+  EXPECT_LE(*two.rank_step_ms_min, *two.rank_step_ms_max);
+  EXPECT_TRUE(two.scaling_efficiency.has_value());
+}
+
+TEST(RunModes, PointNotMatchingTheLaunchIsSkipped) {
+  BrokenPlugin why;
+  auto plugin = load_plugin(bhtest::plugin_file("null"), &why);
+  ASSERT_TRUE(plugin) << why.reason;
+  const char* argv[] = {"benchhost", "--plugin", "null", "--mode", "train", "-n", "3", "-i", "2"};
+  Settings s = parse_cli(9, argv, &plugin->info, {});
+  EventBus bus;
+  Placement under_launcher;
+  under_launcher.launcher = "slurm";  // a one-process srun: -n 3 cannot be this job
+  run_selected_mode(s, plugin, under_launcher, bus);
+  ASSERT_EQ(bus.records().size(), 1u);
+  EXPECT_EQ(bus.records()[0].status, RunStatus::skipped);
+  EXPECT_NE(bus.records()[0].message.find("-n 3 needs a launch with 3"), std::string::npos) << bus.records()[0].message;
 }
 
 TEST(RunModes, CheckSupportDeclineIsSkippedWithReason) {
