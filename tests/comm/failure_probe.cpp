@@ -2,6 +2,8 @@
 //   comm_failure_probe kill   DIR : the last rank raises SIGKILL after the first collective
 //   comm_failure_probe hang   DIR : the last rank sleeps 60 s instead of joining the second one
 //   comm_failure_probe vanish DIR : the last rank _exit(0)s after the first (no MPI_Finalize)
+//   comm_failure_probe stop   DIR : the last rank stops itself (SIGSTOP): alive to the launcher,
+//                                   but neither it nor its progress thread answers anything
 // The survivors sit in the second collective. What must happen, each in bounded time: mpirun
 // ends the job (kill, vanish) or the collective timeout fires with a CommError naming the rank
 // (hang, and vanish if the launcher does not notice), rank 0 — and only rank 0 — writes its
@@ -41,13 +43,13 @@ void on_sigterm(int) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s kill|hang|vanish DIR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s kill|hang|vanish|stop DIR\n", argv[0]);
     return 2;
   }
   std::string mode = argv[1], dir = argv[2];
   LaunchEnv env = detect_launch_env();
   CommOptions opts;
-  opts.timeout_seconds = mode == "hang" ? 2 : 10;
+  opts.timeout_seconds = mode == "hang" || mode == "stop" ? 2 : 10;
   opts.abort_grace_seconds = 5;
   opts.on_fatal_error = [&](const CommError& e) {
     std::fprintf(stderr, "rank %d: fatal communication error reported to the host hook\n", env.rank);
@@ -67,6 +69,7 @@ int main(int argc, char** argv) {
     if (mode == "kill") raise(SIGKILL);
     if (mode == "vanish") _exit(0);
     if (mode == "hang") std::this_thread::sleep_for(std::chrono::seconds(60));
+    if (mode == "stop") raise(SIGSTOP);
   }
   try {
     comm->allreduce(t, ReduceOp::sum).wait();  // collective #2
