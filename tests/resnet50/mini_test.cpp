@@ -1,0 +1,118 @@
+// The mini configuration (configs/resnet50/mini.conf) reaches top-1 >= 0.90 on the Fashion-MNIST
+// test set from its fixed seed. End to end through the benchhost executable when it is built
+// (the path users take: benchhost --plugin resnet50 --config configs/resnet50/mini.conf), else
+// through the Workload class with the same options. Needs Debian's dataset-fashion-mnist.
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "workload.hpp"
+
+namespace {
+
+using namespace benchhost;
+namespace fs = std::filesystem;
+
+const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
+const fs::path kMiniConf = fs::path(BENCHHOST_SOURCE_DIR) / "configs" / "resnet50" / "mini.conf";
+
+/// "key = value" lines of a config file (comments and blank lines skipped).
+std::map<std::string, std::string> read_conf(const fs::path& path) {
+  std::map<std::string, std::string> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    auto trim = [](std::string s) {
+      s.erase(0, s.find_first_not_of(" \t"));
+      s.erase(s.find_last_not_of(" \t\r") + 1);
+      return s;
+    };
+    out[trim(line.substr(0, eq))] = trim(line.substr(eq + 1));
+  }
+  return out;
+}
+
+TEST(ResNet50Mini, ReachesTargetOnFashionMnist) {
+  if (!fs::exists(fs::path(kFashionDir) / "train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  ASSERT_TRUE(fs::exists(kMiniConf)) << kMiniConf;
+  const auto conf = read_conf(kMiniConf);
+  const double target = std::stod(conf.at("resnet50.target"));
+  ASSERT_GE(target, 0.90);
+
+  const fs::path exe = fs::path(BENCHHOST_BINARY_DIR) / "bin" / "benchhost";
+  const fs::path plugin = fs::path(BENCHHOST_BINARY_DIR) / "bin" / "plugins" / "resnet50.so";
+  if (fs::exists(exe) && fs::exists(plugin)) {
+    const fs::path out = fs::temp_directory_path() / fmt::format("bh_resnet_mini_{}", ::getpid());
+    fs::create_directories(out);
+    const std::string cmd = fmt::format(
+        "'{}' --plugin resnet50 --config '{}' --threads 2 -o '{}' --mllog '{}' > '{}' 2>&1",
+        exe.string(), kMiniConf.string(), (out / "report.json").string(),
+        (out / "mllog.txt").string(), (out / "console.txt").string());
+    const int rc = std::system(cmd.c_str());
+    std::ifstream console(out / "console.txt");
+    std::stringstream text;
+    text << console.rdbuf();
+    ASSERT_EQ(rc, 0) << cmd << "\n" << text.str();
+    std::ifstream rep(out / "report.json");
+    const nlohmann::json j = nlohmann::json::parse(rep);
+    ASSERT_FALSE(j["results"].empty()) << text.str();
+    const auto& r = j["results"][0];
+    ASSERT_TRUE(r["ttt"].is_object()) << r.dump(2);
+    const double top1 = r["ttt"]["final_metric"].get<double>();
+    std::printf("mini top-1 %.4f in %.1f s (host time to train)\n", top1,
+                r["ttt"]["time_to_train_seconds"].get<double>());
+    EXPECT_GE(top1, target) << r.dump(2);
+    EXPECT_EQ(r["status"], "PASSED") << r.dump(2);
+    // The MLLOG file carries the resnet keys.
+    std::ifstream ml(out / "mllog.txt");
+    std::stringstream mls;
+    mls << ml.rdbuf();
+    for (const char* key : {"\"opt_name\"", "\"sgd_opt_base_learning_rate\"", "\"eval_accuracy\"",
+                            "\"global_batch_size\"", "\"run_stop\""})
+      EXPECT_NE(mls.str().find(key), std::string::npos) << key;
+    fs::remove_all(out);
+    return;
+  }
+
+  // No executable in this build: the same options through the Workload class, the host's ttt
+  // loop in miniature (every epoch, one evaluation at the configured interval).
+  std::map<std::string, std::string> options;
+  for (const auto& [k, v] : conf)
+    if (k.rfind("resnet50.", 0) == 0) options[k.substr(9)] = v;
+  RunContext ctx;
+  ctx.mode = "ttt";
+  ctx.device = Device::cpu();
+  ctx.precision = "fp32";
+  ctx.seed = std::stoull(conf.count("seed") ? conf.at("seed") : "1");
+  ctx.num_threads = 2;
+  ctx.options = Options("resnet50", options);
+  resnet::ResNetWorkload w;
+  const RunInfo info = w.setup(ctx);
+  double top1 = 0;
+  std::int64_t trained = 0;
+  for (std::int64_t epoch = 0; epoch < info.max_epochs; ++epoch) {
+    w.begin_epoch(epoch);
+    for (std::int64_t s = 0; s < info.samples_per_epoch; s += info.global_batch_size) {
+      w.prepare_batch();
+      const StepResult r = w.train_step();
+      ASSERT_TRUE(std::isfinite(r.loss));
+      trained += r.samples;
+    }
+    if (trained % info.eval_every_samples == 0) top1 = w.evaluate().metric;
+  }
+  std::printf("mini top-1 %.4f (Workload class)\n", top1);
+  EXPECT_GE(top1, target);
+}
+
+}  // namespace

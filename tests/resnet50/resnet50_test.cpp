@@ -1,0 +1,310 @@
+// resnet50 workload: the model's size and FLOPs, its composed backward against finite
+// differences, layout equivalence, MLPerf tensor names, the ImageNet folder reader on a folder of
+// JPEGs the test writes, and a few ImageNet-pipeline training steps through the Workload class.
+// The mini convergence run is in mini_test.cpp; the PyTorch comparison in peer_test.cpp.
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "benchhost/nn/serialize.hpp"
+#include "common/gradcheck.hpp"
+#include "imagenet_folder.hpp"
+#include "resnet.hpp"
+#include "workload.hpp"
+
+namespace {
+
+using namespace benchhost;
+using namespace benchhost::resnet;
+namespace fs = std::filesystem;
+using benchhost::testing::random_tensor;
+using benchhost::testing::tensors_close;
+
+TEST(ResNet50, ParameterCount) {
+  ResNet model(ResNetConfig::resnet50(1000));
+  EXPECT_EQ(model.num_parameters(), 25'557'032);
+  ResNet model1001(ResNetConfig::resnet50(1001));
+  EXPECT_EQ(model1001.num_parameters(), 25'557'032 + 2048 + 1);
+  // 53 conv + BN pairs: 53 conv weights, 106 BN parameters, fc weight + bias.
+  EXPECT_EQ(model.parameters().size(), 53u + 106u + 2u);
+  EXPECT_EQ(model.buffers().size(), 106u);
+}
+
+TEST(ResNet50, ForwardMacsAbout4Point1G) {
+  ResNet model(ResNetConfig::resnet50(1000));
+  const double macs = model.forward_macs_per_image(224, 224);
+  EXPECT_GT(macs, 4.05e9);
+  EXPECT_LT(macs, 4.15e9);
+}
+
+TEST(ResNet50, MlperfTensorNamesCoverTheComplianceList) {
+  ResNet model(ResNetConfig::resnet50(1000));
+  std::set<std::string> names;
+  for (nn::Parameter* p : model.parameters()) {
+    const std::string n = ResNet::mlperf_tensor_name(p->name);
+    EXPECT_FALSE(n.empty()) << p->name;
+    names.insert(n);
+  }
+  // closed_resnet.yaml lists 161 tensors: conv0/bn0, fc1, and per unit conv1-3 + bn1-3 (+ the
+  // projection conv1sc/bnsc on the first unit of each stage).
+  EXPECT_EQ(names.size(), 161u);
+  for (const char* n : {"conv0_weight", "bn0_gamma", "bn0_beta", "fc1_weight", "fc1_bias",
+                        "stage1_unit1_conv1sc_weight", "stage1_unit1_bnsc_beta",
+                        "stage3_unit6_bn3_gamma", "stage4_unit3_conv3_weight"})
+    EXPECT_TRUE(names.count(n)) << n;
+}
+
+TEST(ResNet50, ZeroInitOfLastBnGamma) {
+  ResNetConfig c = ResNetConfig::resnet50(10);
+  c.blocks = {1, 1};
+  c.base_width = 8;
+  c.zero_init_last_bn_gamma = true;
+  ResNet model(c);
+  model.initialize(3);
+  for (nn::Parameter* p : model.parameters()) {
+    if (p->name.find("bn3.weight") != std::string::npos) {
+      for (float v : p->value.to_float_vector()) EXPECT_EQ(v, 0.0f) << p->name;
+    } else if (p->name.find("bn1.weight") != std::string::npos) {
+      for (float v : p->value.to_float_vector()) EXPECT_EQ(v, 1.0f) << p->name;
+    }
+  }
+}
+
+ResNetConfig tiny_config(nn::ImageLayout layout) {
+  ResNetConfig c;
+  c.blocks = {1, 2};
+  c.base_width = 4;
+  c.num_classes = 5;
+  c.in_channels = 2;
+  c.small_stem = true;
+  c.layout = layout;
+  return c;
+}
+
+/// Finite differences through the whole network: for a few parameters, the analytic gradient
+/// from ResNet::backward against central differences of the loss-weighted logits.
+TEST(ResNet50, ComposedBackwardMatchesFiniteDifferences) {
+  for (nn::ImageLayout layout : {nn::ImageLayout::nchw, nn::ImageLayout::nhwc}) {
+    SCOPED_TRACE(nn::image_layout_name(layout));
+    ResNet model(tiny_config(layout));
+    model.initialize(11);
+    // Non-trivial BN affine parameters so every path carries gradient.
+    for (nn::Parameter* p : model.parameters())
+      if (p->name.find("bn") != std::string::npos || p->name.find("downsample.1") != std::string::npos)
+        p->value.copy_(random_tensor(p->value.shape(), 5 + p->value.numel(), 0.5f, 1.5f));
+    const Tensor x = random_tensor(layout == nn::ImageLayout::nchw ? Shape{2, 2, 5, 5}
+                                                                   : Shape{2, 5, 5, 2},
+                                   12);
+    for (const char* name : {"conv1.weight", "layer1.0.conv2.weight", "layer2.0.downsample.0.weight",
+                             "layer2.1.bn3.weight", "fc.weight"}) {
+      SCOPED_TRACE(name);
+      nn::Parameter* param = nullptr;
+      for (nn::Parameter* p : model.parameters())
+        if (p->name == name) param = p;
+      ASSERT_NE(param, nullptr);
+      auto fwd = [&](const std::vector<Tensor>& in) {
+        param->value.copy_(in[0]);
+        return std::vector<Tensor>{model.forward(x)};
+      };
+      auto bwd = [&](const std::vector<Tensor>& in, const std::vector<Tensor>& dout) {
+        param->value.copy_(in[0]);
+        model.zero_grad();
+        model.forward(x);
+        model.backward(dout[0]);
+        return std::vector<Tensor>{param->grad.clone()};
+      };
+      benchhost::testing::GradcheckOptions opt;
+      // Small steps: every ReLU kink crossed by a finite difference biases it, and a stem weight
+      // moves every activation of the network.
+      opt.eps = 1e-3;
+      opt.max_checks_per_input = 8;
+      opt.atol = 5e-3;
+      opt.rtol = 5e-2;
+      EXPECT_GRADCHECK(fwd, bwd, {param->value.clone()}, opt);
+    }
+  }
+}
+
+TEST(ResNet50, NhwcAndNchwModelsAgree) {
+  ResNet a(tiny_config(nn::ImageLayout::nchw)), b(tiny_config(nn::ImageLayout::nhwc));
+  a.initialize(21);
+  b.initialize(21);
+  const Tensor x = random_tensor({4, 2, 8, 8}, 22);
+  const Tensor ya = a.forward(x);
+  const Tensor yb = b.forward(x.permute({0, 2, 3, 1}).contiguous());
+  EXPECT_TRUE(tensors_close(yb, ya, 1e-4, 1e-3));
+  const Tensor dy = random_tensor(ya.shape(), 23);
+  a.backward(dy);
+  b.backward(dy);
+  auto pa = a.parameters(), pb = b.parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (std::size_t i = 0; i < pa.size(); ++i)
+    EXPECT_TRUE(tensors_close(pb[i]->grad, pa[i]->grad, 1e-4, 1e-3)) << pa[i]->name;
+}
+
+// ---- ImageNet folders ----
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / fmt::format("bh_resnet_{}_{}", name, ::getpid());
+  fs::remove_all(p);
+  return p;
+}
+
+TEST(ImageNetFolder, ReadsBothValidationLayouts) {
+  for (bool flat : {true, false}) {
+    SCOPED_TRACE(flat ? "flat val + val_map.txt" : "val class folders");
+    const fs::path root = temp_dir(flat ? "flat" : "folders");
+    imagenet::SyntheticImageNetOptions o;
+    o.root = root.string();
+    o.classes = 3;
+    o.train_per_class = 4;
+    o.val_per_class = 2;
+    o.flat_val = flat;
+    EXPECT_EQ(imagenet::write_synthetic_imagenet(o), 18);
+    const imagenet::ImageList train = imagenet::scan_train(o.root);
+    EXPECT_EQ(train.size(), 12);
+    EXPECT_EQ(train.classes, (std::vector<std::string>{"n00000000", "n00000001", "n00000002"}));
+    EXPECT_EQ(train.labels.front(), 0);
+    EXPECT_EQ(train.labels.back(), 2);
+    const imagenet::ImageList val = imagenet::scan_val(o.root, train.classes);
+    ASSERT_EQ(val.size(), 6);
+    for (std::int64_t i = 0; i < val.size(); ++i) EXPECT_EQ(val.labels[i], i / 2) << val.paths[i];
+
+    data::ImageTransform t;
+    t.out_height = t.out_width = 32;
+    t.layout = data::Layout::hwc;
+    auto ds = imagenet::make_dataset(train, t);
+    const data::Sample s = ds->get(data::SampleContext{5, 0, 1});
+    EXPECT_EQ(s["image"].shape(), Shape({32, 32, 3}));
+    EXPECT_EQ(s["label"].item(), 1.0);
+    fs::remove_all(root);
+  }
+}
+
+TEST(ImageNetFolder, BadLayoutsAreReported) {
+  const fs::path root = temp_dir("bad");
+  EXPECT_THROW(imagenet::scan_train(root.string()), DataError);
+  imagenet::SyntheticImageNetOptions o;
+  o.root = root.string();
+  o.classes = 2;
+  o.train_per_class = 1;
+  o.val_per_class = 1;
+  imagenet::write_synthetic_imagenet(o);
+  const auto classes = imagenet::list_classes((root / "train").string());
+  {
+    std::ofstream(root / "val" / "val_map.txt") << "ILSVRC2012_val_00000001.JPEG 7\n";
+  }
+  EXPECT_THROW(imagenet::scan_val(root.string(), classes), DataError);  // label out of range
+  {
+    std::ofstream(root / "val" / "val_map.txt") << "missing.JPEG 0\n";
+  }
+  EXPECT_THROW(imagenet::scan_val(root.string(), classes), DataError);  // file missing
+  {
+    std::ofstream(root / "val" / "val_map.txt") << "ILSVRC2012_val_00000002.JPEG n00000001\n";
+  }
+  EXPECT_EQ(imagenet::scan_val(root.string(), classes).labels, std::vector<std::int64_t>{1});
+  fs::remove_all(root);
+}
+
+RunContext context(std::map<std::string, std::string> options, const std::string& mode = "ttt") {
+  RunContext ctx;
+  ctx.mode = mode;
+  ctx.device = Device::cpu();
+  ctx.precision = "fp32";
+  ctx.seed = 7;
+  ctx.num_threads = 2;
+  ctx.options = Options("resnet50", std::move(options));
+  return ctx;
+}
+
+/// The full ImageNet path through the Workload: folder scan, JPEG decode + random-resized-crop
+/// + flip + normalise in the loader, a narrow ResNet, LARS with warm-up, evaluation.
+TEST(ResNet50Workload, TrainsOnAnImageNetFolder) {
+  const fs::path root = temp_dir("workload");
+  imagenet::SyntheticImageNetOptions o;
+  o.root = root.string();
+  o.classes = 4;
+  o.train_per_class = 8;
+  o.val_per_class = 3;
+  imagenet::write_synthetic_imagenet(o);
+  ResNetWorkload w;
+  const RunInfo info = w.setup(context({{"dataset", "imagenet"},
+                                        {"data-dir", root.string()},
+                                        {"blocks", "1,1"},
+                                        {"base-width", "8"},
+                                        {"num-classes", "4"},
+                                        {"image-size", "32"},
+                                        {"batch-size", "8"},
+                                        {"eval-batch-size", "5"},
+                                        {"epochs", "2"},
+                                        {"eval-every-epochs", "1"},
+                                        {"base-lr", "1.0"},
+                                        {"warmup-epochs", "1"}}));
+  EXPECT_EQ(info.samples_per_epoch, 32);
+  EXPECT_EQ(info.eval_samples, 12);
+  EXPECT_EQ(info.eval_every_samples, 32);
+  EXPECT_GT(info.train_flops_per_sample, 2.9 * info.infer_flops_per_sample);
+  const Hyperparameters h = w.hyperparameters();
+  std::set<std::string> keys;
+  for (const auto& [k, v] : h) keys.insert(k);
+  for (const char* k : {"global_batch_size", "opt_name", "lars_epsilon", "lars_opt_weight_decay",
+                        "lars_opt_base_learning_rate", "lars_opt_end_learning_rate",
+                        "lars_opt_learning_rate_decay_poly_power",
+                        "lars_opt_learning_rate_decay_steps",
+                        "lars_opt_learning_rate_warmup_epochs", "lars_opt_momentum"})
+    EXPECT_TRUE(keys.count(k)) << k;
+  w.begin_epoch(0);
+  for (int step = 0; step < 4; ++step) {
+    w.prepare_batch();
+    const StepResult r = w.train_step();
+    EXPECT_EQ(r.samples, 8);
+    EXPECT_TRUE(std::isfinite(r.loss));
+  }
+  const EvalResult e = w.evaluate();
+  EXPECT_EQ(e.samples, 12);
+  EXPECT_GE(e.metric, 0.0);
+  EXPECT_LE(e.metric, 1.0);
+  w.teardown();
+  fs::remove_all(root);
+}
+
+TEST(ResNet50Workload, SyntheticThroughputAndInference) {
+  ResNetWorkload w;
+  RunContext train = context({{"blocks", "1,1"}, {"base-width", "8"}, {"image-size", "32"},
+                              {"batch-size", "4"}}, "train");
+  train.synthetic_data = true;
+  const RunInfo info = w.setup(train);
+  EXPECT_GT(info.samples_per_epoch, 0);
+  w.prepare_batch();
+  EXPECT_EQ(w.train_step().samples, 4);
+  ResNetWorkload inf;
+  RunContext ctx = context({{"blocks", "1,1"}, {"base-width", "8"}, {"image-size", "32"}}, "infer");
+  ctx.batch_size = 3;
+  inf.setup(ctx);
+  EXPECT_EQ(inf.infer_step().samples, 3);
+  EXPECT_EQ(inf.infer_step().samples, 3);
+}
+
+TEST(ResNet50Workload, SupportAndOptionErrors) {
+  RunContext ctx = context({});
+  ctx.precision = "bf16";
+  EXPECT_NE(ResNetWorkload::check_support(ctx), "");
+  ctx.precision = "fp32";
+  ctx.device = Device::cuda(0);
+  EXPECT_NE(ResNetWorkload::check_support(ctx), "");
+  ResNetWorkload w;
+  EXPECT_THROW(w.setup(context({{"optimizer", "adam"}, {"dataset", "synthetic"}, {"blocks", "1"},
+                                {"image-size", "16"}, {"batch-size", "2"}})),
+               InvalidArgument);
+  EXPECT_THROW(w.setup(context({{"blocks", "3,x"}})), InvalidArgument);
+  EXPECT_THROW(w.setup(context({{"dataset", "imagenet"}, {"data-dir", "/nonexistent/imagenet"},
+                                {"blocks", "1"}})),
+               DataError);
+}
+
+}  // namespace
