@@ -601,7 +601,8 @@ class MpiCommunicator final : public Communicator {
         MPI_Isend(&query, 1, MPI_INT64_T, r, kTagQuery, ctrl_, &sends[r]);
       }
     }
-    double diag_s = std::min(5.0, std::max(0.5, opts_.timeout_seconds / 2));
+    // Long enough for a busy peer's progress thread to be scheduled; all answers end it early.
+    double diag_s = std::min(10.0, std::max(2.0, opts_.timeout_seconds));
     auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(diag_s));
     std::vector<bool> answered(size_, false);
