@@ -243,6 +243,7 @@ RunInfo BertWorkload::setup(const RunContext& ctx) {
   info.train_flops_per_sample = lm::bert_train_flops_per_sample(s, max_pred);
   info.infer_flops_per_sample = info.train_flops_per_sample / 3.0;
   info.eval_samples = eval_limit_;
+  info.metric_target = target_;  // the config's target (mini: calibrated), see plugin_abi.h
   return info;
 }
 

@@ -230,6 +230,7 @@ RunInfo GptWorkload::setup(const RunContext& ctx) {
   info.train_flops_per_sample = lm::gpt_train_flops_per_sample(s);
   info.infer_flops_per_sample = info.train_flops_per_sample / 3.0;
   info.eval_samples = eval_windows_;
+  info.metric_target = target_;  // the config's target (mini: calibrated), see plugin_abi.h
   return info;
 }
 

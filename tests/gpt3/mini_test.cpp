@@ -19,6 +19,18 @@ RunContext mini_context(std::map<std::string, std::string> overrides = {}) {
   auto values = lm::read_plugin_config(std::string(BENCHHOST_SOURCE_DIR) + "/configs/gpt3/mini.conf", "gpt3");
   values["data-dir"] = std::string(BENCHHOST_BINARY_DIR) + "/test-data/gpt3-kjv";
   for (auto& [k, v] : overrides) values[k] = v;
+  // Calibration aid: BH_MINI_OVERRIDES="lr=0.01,warmup-steps=5" replaces config values.
+  if (const char* env = std::getenv("BH_MINI_OVERRIDES"); env && overrides.empty()) {
+    std::string list = env;
+    for (std::size_t pos = 0; pos < list.size();) {
+      std::size_t end = list.find(',', pos);
+      if (end == std::string::npos) end = list.size();
+      const std::string item = list.substr(pos, end - pos);
+      const std::size_t eq = item.find('=');
+      if (eq != std::string::npos) values[item.substr(0, eq)] = item.substr(eq + 1);
+      pos = end + 1;
+    }
+  }
   RunContext ctx;
   ctx.mode = "ttt";
   ctx.seed = 1;
@@ -51,7 +63,7 @@ TEST(Gpt3Mini, ReachesTheTargetFromAFixedSeed) {
         next_eval += info.eval_every_samples;
         metric = w.evaluate().metric;
         reached = metric <= target;
-        if (verbose) std::printf("  samples %lld train loss %.4f eval %.4f\n", static_cast<long long>(samples), r.loss, metric);
+        if (verbose) std::printf("  samples %lld train loss %.4f eval %.4f\n", static_cast<long long>(samples), r.loss, metric), std::fflush(stdout);
       }
     }
   }
