@@ -163,6 +163,24 @@ TEST(Collectives, AllgatherUnevenChunks) {
   }
 }
 
+TEST(Collectives, InPlaceAllgatherAndReduceScatterOnSlices) {
+  // The PyTorch idiom: this rank's chunk is a slice of the full buffer.
+  Communicator& c = world();
+  const int p = c.size(), r = c.rank();
+  const std::int64_t n = 3 * p + 1, off = chunk_offset(n, p, r), cnt = chunk_count(n, p, r);
+  Tensor full = Tensor::zeros({n});
+  for (std::int64_t i = 0; i < cnt; ++i) full.data<float>()[off + i] = static_cast<float>(off + i);
+  Tensor mine = full.slice(0, off, off + cnt);
+  c.allgather(mine, full).wait();
+  for (std::int64_t i = 0; i < n; ++i) EXPECT_EQ(full.data<float>()[i], i) << "allgather in place";
+  // reduce_scatter into this rank's own slice of the input.
+  Tensor in = Tensor::full({n}, r + 1.0);
+  Tensor slot = in.slice(0, off, off + cnt);
+  c.reduce_scatter(in, slot, ReduceOp::sum).wait();
+  for (std::int64_t i = 0; i < cnt; ++i)
+    EXPECT_EQ(in.data<float>()[off + i], p * (p + 1) / 2.0f) << "reduce_scatter into a slice";
+}
+
 TEST(Collectives, ChunkRuleIsArraySplit) {
   // 10 over 3: 4, 3, 3 at 0, 4, 7; 2 over 3: 1, 1, 0.
   EXPECT_EQ(chunk_count(10, 3, 0), 4);

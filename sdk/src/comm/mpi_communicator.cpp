@@ -374,6 +374,8 @@ class MpiCommunicator final : public Communicator {
     checked_count(out.numel(), "allgather", out);
     Tensor src = stage(in, in.dtype(), true);
     Tensor dst = stage(out, out.dtype(), false);
+    // MPI forbids overlapping send and receive buffers (in = a slice of out, PyTorch style).
+    if (src.storage() == dst.storage()) src = src.clone();
     auto w = new_work(fmt::format("allgather #{} ({}, {} elements)", seq_ + 1,
                                   dtype_name(in.dtype()), out.numel()));
     w->keep_alive = {in, out, src, dst};
@@ -400,6 +402,7 @@ class MpiCommunicator final : public Communicator {
     DType sd = reduce_stage_dtype(in.dtype(), op);
     Tensor src = stage(in, sd, true);
     Tensor dst = stage(out, sd, false);
+    if (src.storage() == dst.storage()) src = src.clone();  // out may be a slice of in
     auto w = new_work(fmt::format("reduce_scatter #{} ({}, {}, {} elements)", seq_ + 1,
                                   reduce_op_name(op), dtype_name(in.dtype()), in.numel()));
     w->keep_alive = {in, out, src, dst};
