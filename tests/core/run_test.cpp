@@ -284,3 +284,18 @@ TEST(AtomicWrite, ReplacesWholeFile) {
   for (const auto& e : std::filesystem::directory_iterator(f.parent_path())) n += !e.path().empty();
   EXPECT_EQ(n, 1u);
 }
+
+TEST(RunModes, LoaderModeMeasuresTheDataPipelineOnly) {
+  InProcessRun r = run_in_process("toy", {"--mode", "loader", "-b", "32", "-w", "1", "-i", "10"});
+  ASSERT_EQ(r.records.size(), 1u);
+  ASSERT_EQ(r.records[0].status, RunStatus::passed) << r.records[0].message;
+  EXPECT_EQ(r.records[0].kind, "loader");
+  EXPECT_EQ(r.records[0].samples, 320);
+  EXPECT_TRUE(r.records[0].samples_per_second.has_value());
+  EXPECT_FALSE(r.records[0].final_loss.has_value());  // train_step was never called
+}
+
+TEST(Mllog, OneFilePerRunWhenRunsAboveOne) {
+  EXPECT_EQ(MllogReporter::path_for_run("out/result.txt", 0, 1), std::filesystem::path("out/result.txt"));
+  EXPECT_EQ(MllogReporter::path_for_run("out/result.txt", 3, 5), std::filesystem::path("out/result_3.txt"));
+}
