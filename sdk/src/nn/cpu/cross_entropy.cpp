@@ -29,14 +29,24 @@ void check_targets(const OpCall& c, std::int64_t N, std::int64_t C, std::int64_t
   }
 }
 
-BH_CPU_KERNEL void ce_row(const float* x, float* lp, std::int64_t C) {
+// Log-softmax of one row into lp; returns sum_j lp[j] (for label smoothing).
+BH_CPU_KERNEL float ce_row(const float* x, float* lp, std::int64_t C) {
   float m = x[0];
-  for (std::int64_t j = 1; j < C; ++j) m = x[j] > m ? x[j] : m;
-  float s = 0;
-#pragma omp simd reduction(+ : s)
-  for (std::int64_t j = 0; j < C; ++j) s += vexp(x[j] - m);
+#pragma omp simd reduction(max : m)
+  for (std::int64_t j = 0; j < C; ++j) m = x[j] > m ? x[j] : m;
+  float s = 0, sx = 0;
+#pragma omp simd reduction(+ : s, sx)
+  for (std::int64_t j = 0; j < C; ++j) {
+    s += vexp(x[j] - m);
+    sx += x[j];
+  }
   const float lse = m + std::log(s);
   for (std::int64_t j = 0; j < C; ++j) lp[j] = x[j] - lse;
+  return sx - static_cast<float>(C) * lse;
+}
+
+BH_CPU_KERNEL void ce_grad_row(const float* lp, float* d, float scale, float off, std::int64_t C) {
+  for (std::int64_t j = 0; j < C; ++j) d[j] = scale * (vexp(lp[j]) - off);
 }
 
 void fwd(OpCall& c, bool parallel) {
@@ -51,17 +61,17 @@ void fwd(OpCall& c, bool parallel) {
   auto body = [&](std::int64_t r0, std::int64_t r1) {
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::int64_t t = target_at(c.inputs[1], r);
+      double all = 0;
       if (parallel) {
-        ce_row(x + r * C, lp + r * C, C);
+        all = ce_row(x + r * C, lp + r * C, C);
       } else {
         double m = x[r * C], s = 0;
         for (std::int64_t j = 1; j < C; ++j) m = std::max(m, static_cast<double>(x[r * C + j]));
         for (std::int64_t j = 0; j < C; ++j) s += std::exp(x[r * C + j] - m);
         for (std::int64_t j = 0; j < C; ++j) lp[r * C + j] = static_cast<float>(x[r * C + j] - m - std::log(s));
+        for (std::int64_t j = 0; j < C; ++j) all += lp[r * C + j];
       }
       if (t == ignore) continue;
-      double all = 0;
-      for (std::int64_t j = 0; j < C; ++j) all += lp[r * C + j];
       row_loss[static_cast<std::size_t>(r)] = -((1.0 - e) * lp[r * C + t] + e / static_cast<double>(C) * all);
     }
   };
@@ -97,7 +107,7 @@ void bwd(OpCall& c, bool parallel) {
         continue;
       }
       if (parallel)
-        for (std::int64_t j = 0; j < C; ++j) d[j] = scale * (vexp(lp[r * C + j]) - off);
+        ce_grad_row(lp + r * C, d, scale, off, C);
       else
         for (std::int64_t j = 0; j < C; ++j) d[j] = static_cast<float>(scale * (std::exp(static_cast<double>(lp[r * C + j])) - off));
       d[t] -= scale * (1.0f - e);
