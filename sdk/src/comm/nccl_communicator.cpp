@@ -120,6 +120,7 @@ class NcclCommunicator final : public Communicator {
 
   ~NcclCommunicator() override {
     if (stream_) cudaStreamSynchronize(stream_);
+    inflight_.clear();
     if (comm_) {
       if (failed_) {
         ncclCommAbort(comm_);
@@ -233,6 +234,7 @@ class NcclCommunicator final : public Communicator {
   // ---- used by NcclWork ----
 
   void check_async(const std::string& what) {
+    if (failed_) throw CommError(failure_, __FILE__, __LINE__);
     ncclResult_t st = ncclSuccess;
     ncclCommGetAsyncError(comm_, &st);
     if (st != ncclSuccess && st != ncclInProgress) {
@@ -293,8 +295,13 @@ class NcclCommunicator final : public Communicator {
 
   std::shared_ptr<NcclWork> begin(std::string desc, std::vector<Tensor> tensors) {
     if (failed_) throw CommError(failure_, __FILE__, __LINE__);
+    // Works the caller dropped still own their tensors until the GPU is done with them.
+    std::erase_if(inflight_, [](const std::shared_ptr<NcclWork>& w) {
+      return w->event_ && cudaEventQuery(w->event_) == cudaSuccess;
+    });
     auto w = std::make_shared<NcclWork>(this, fmt::format("{} #{}", desc, ++seq_), deadline_from_now());
     w->keep_alive = std::move(tensors);
+    inflight_.push_back(w);
     return w;
   }
 
@@ -323,6 +330,7 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   std::int64_t seq_ = 0;
+  std::vector<std::shared_ptr<NcclWork>> inflight_;
   bool failed_ = false;
   std::string failure_;
 };

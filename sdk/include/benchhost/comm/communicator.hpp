@@ -77,8 +77,9 @@ class WorkImpl {
 };
 
 /// Handle to an issued collective. Cheap to copy (shared). A default-constructed Work is
-/// already complete. Dropping a Work without waiting is allowed: the collective still runs,
-/// but its result is only guaranteed after a later wait on a later collective or barrier().
+/// already complete. Dropping a Work without waiting is allowed: the collective still runs to
+/// completion and the backend keeps its buffers alive until then, but only a wait on this Work
+/// says when its result is in the tensors.
 class Work {
  public:
   Work() = default;
