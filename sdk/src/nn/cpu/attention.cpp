@@ -154,21 +154,24 @@ BH_CPU_KERNEL void softmax_bwd_row(const float* p, float* dp, std::int64_t S) {
   for (std::int64_t j = 0; j < S; ++j) dp[j] = p[j] * (dp[j] - s);
 }
 
-// Apply dropout to rows [r0, r1) of P (flat row index over B*H*T): dst = keep ? P / (1-p) : 0.
-void drop_rows(const DropSpec& d, const float* P, float* dst, std::uint8_t* mask, std::int64_t r0,
-               std::int64_t r1, std::int64_t S) {
-  const float scale = static_cast<float>(1.0 / (1.0 - d.p));
-  for (std::int64_t r = r0; r < r1; ++r) {
-    const std::int64_t e0 = r * S;
-    for (std::int64_t j = 0; j < S;) {
-      const std::int64_t e = e0 + j;
-      const auto bits = philox4x32(d.key, d.stream, static_cast<std::uint64_t>(e >> 2));
-      for (std::int64_t l = e & 3; l < 4 && j < S; ++l, ++j) {
-        const bool keep = (bits[l] >> 8) >= d.thr;
-        if (mask) mask[e0 + j] = keep;
-        dst[e0 + j] = keep ? P[e0 + j] * scale : 0.0f;
+// Apply dropout to rows [r0, r1) of P (flat row index over B*H*T): dst = keep ? P / (1-p) : 0,
+// element e's decision being lane e % 4 of Philox block e / 4 (blocks generated 64 at a time).
+BH_CPU_KERNEL void drop_rows(std::uint64_t key, std::uint64_t stream, std::uint32_t thr, float scale,
+                             const float* P, float* dst, std::uint8_t* mask, std::int64_t r0,
+                             std::int64_t r1, std::int64_t S) {
+  const std::int64_t e0 = r0 * S, e1 = r1 * S;
+  std::uint32_t bits[4][64];
+  for (std::int64_t g = e0 >> 2; g * 4 < e1; g += 64) {
+    const int nb = static_cast<int>(std::min<std::int64_t>(64, (e1 + 3) / 4 - g));
+    philox4x32_blocks(key, stream, static_cast<std::uint64_t>(g), nb, bits);
+    for (int i = 0; i < nb; ++i)
+      for (int l = 0; l < 4; ++l) {
+        const std::int64_t e = (g + i) * 4 + l;
+        if (e < e0 || e >= e1) continue;
+        const bool keep = (bits[l][i] >> 8) >= thr;
+        if (mask) mask[e] = keep;
+        dst[e] = keep ? P[e] * scale : 0.0f;
       }
-    }
   }
 }
 
@@ -218,7 +221,7 @@ void fwd_tbb(OpCall& c) {
     Tensor dropped = Tensor::empty(probs.shape());
     std::uint8_t* mask = c.outputs.size() > 2 && c.outputs[2].defined() ? c.outputs[2].data<std::uint8_t>() : nullptr;
     parallel_range(mv.B * H * T, row_grain(S, 8192), [&](std::int64_t r0, std::int64_t r1) {
-      drop_rows(d, P, dropped.data<float>(), mask, r0, r1, S);
+      drop_rows(d.key, d.stream, d.thr, static_cast<float>(1.0 / (1.0 - d.p)), P, dropped.data<float>(), mask, r0, r1, S);
     });
     matmul_into(out, dropped, v, false, false, 1.0f, false);
   } else {

@@ -78,6 +78,43 @@ inline Tensor case_tensor(const Shape& shape, std::uint64_t seed, float lo = -1.
 /// Rows and columns of a tensor viewed as [rows, last dim].
 inline std::int64_t rows_of(const Tensor& t) { return t.dim() == 0 ? 1 : t.numel() / t.size(-1); }
 
+/// Philox4x32-10 (random.hpp) for `n` <= 64 consecutive counters first..first+n-1 at once, in
+/// struct-of-arrays form so the rounds vectorise: lane l of block i lands in out[l][i]. Bit-exact
+/// with philox4x32(key, counter_hi, first + i).
+inline void philox4x32_blocks(std::uint64_t key, std::uint64_t counter_hi, std::uint64_t first,
+                              int n, std::uint32_t out[4][64]) {
+  std::uint32_t c0[64], c1[64], c2[64], c3[64];
+  const auto hi0 = static_cast<std::uint32_t>(counter_hi), hi1 = static_cast<std::uint32_t>(counter_hi >> 32);
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t lo = first + static_cast<std::uint64_t>(i);
+    c0[i] = static_cast<std::uint32_t>(lo);
+    c1[i] = static_cast<std::uint32_t>(lo >> 32);
+    c2[i] = hi0;
+    c3[i] = hi1;
+  }
+  std::uint32_t k0 = static_cast<std::uint32_t>(key), k1 = static_cast<std::uint32_t>(key >> 32);
+  for (int round = 0; round < 10; ++round) {
+    for (int i = 0; i < n; ++i) {
+      const std::uint64_t p0 = static_cast<std::uint64_t>(0xD2511F53u) * c0[i];
+      const std::uint64_t p1 = static_cast<std::uint64_t>(0xCD9E8D57u) * c2[i];
+      const auto n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c1[i] ^ k0;
+      const auto n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c3[i] ^ k1;
+      c1[i] = static_cast<std::uint32_t>(p1);
+      c3[i] = static_cast<std::uint32_t>(p0);
+      c0[i] = n0;
+      c2[i] = n2;
+    }
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  for (int i = 0; i < n; ++i) {
+    out[0][i] = c0[i];
+    out[1][i] = c1[i];
+    out[2][i] = c2[i];
+    out[3][i] = c3[i];
+  }
+}
+
 /// Pack/unpack 64-bit random state through Attrs integer lists (doubles would lose bits).
 inline std::uint64_t attr_u64(const Attrs& a, std::string_view name, std::size_t i) {
   const auto& v = a.get_ints(name);

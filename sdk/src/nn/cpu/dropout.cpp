@@ -20,6 +20,25 @@ std::uint32_t threshold_of(double p) {
   return static_cast<std::uint32_t>(std::ceil(p * 16777216.0));
 }
 
+BH_CPU_KERNEL void dropout_blocks(std::uint64_t key, std::uint64_t stream, std::uint32_t thr,
+                                  float scale, const float* x, float* y, std::uint8_t* mask,
+                                  std::int64_t n, std::int64_t b0, std::int64_t b1) {
+  std::uint32_t bits[4][64];
+  for (std::int64_t g = b0; g < b1; g += 64) {
+    const int nb = static_cast<int>(std::min<std::int64_t>(64, b1 - g));
+    philox4x32_blocks(key, stream, static_cast<std::uint64_t>(g), nb, bits);
+    for (int i = 0; i < nb; ++i) {
+      const std::int64_t i0 = (g + i) * 4;
+      const std::int64_t lanes = std::min<std::int64_t>(4, n - i0);
+      for (std::int64_t l = 0; l < lanes; ++l) {
+        const bool keep = (bits[l][i] >> 8) >= thr;
+        mask[i0 + l] = keep;
+        y[i0 + l] = keep ? x[i0 + l] * scale : 0.0f;
+      }
+    }
+  }
+}
+
 void fwd_tbb(OpCall& c) {
   const Tensor& x = c.inputs[0];
   const double p = c.attrs.get("p");
@@ -33,18 +52,10 @@ void fwd_tbb(OpCall& c) {
   std::uint8_t* mask = c.outputs[1].data<std::uint8_t>();
   const std::int64_t n = x.numel();
   const std::int64_t blocks = (n + 3) / 4;
-  // Rng::uniform_at(i) is lane i % 4 of Philox block i / 4 (top 24 bits); one block per 4 elements.
+  // Rng::uniform_at(i) is lane i % 4 of Philox block i / 4 (top 24 bits); blocks are generated
+  // 64 at a time (vectorised) and applied in element order.
   parallel_range(blocks, 2048, [&](std::int64_t b0, std::int64_t b1) {
-    for (std::int64_t blk = b0; blk < b1; ++blk) {
-      const auto bits = philox4x32(key, stream, static_cast<std::uint64_t>(blk));
-      const std::int64_t i0 = blk * 4;
-      const std::int64_t lanes = std::min<std::int64_t>(4, n - i0);
-      for (std::int64_t l = 0; l < lanes; ++l) {
-        const bool keep = (bits[l] >> 8) >= thr;
-        mask[i0 + l] = keep;
-        y[i0 + l] = keep ? xp[i0 + l] * scale : 0.0f;
-      }
-    }
+    dropout_blocks(key, stream, thr, scale, xp, y, mask, n, b0, b1);
   });
 }
 
