@@ -7,6 +7,9 @@
 /// forward, forward, ..., backward in reverse order, once per step. A layer used twice in one
 /// step needs two instances. backward() accumulates parameter gradients (+=) and calls
 /// Parameter::mark_grad_ready() on each of its parameters once they are complete.
+/// A layer keeps a handle (not a copy) to its input until backward: do not modify that tensor
+/// in place in between. Identity cases (Dropout in eval mode or p == 0, activation none) return
+/// their input tensor itself.
 ///
 /// Initial values: Linear and Embedding weights are N(0, 0.02^2) from benchhost::Rng(init_seed,
 /// stream), biases zero; LayerNorm gamma 1, beta 0. Workloads that need another scheme

@@ -36,9 +36,9 @@ namespace benchhost::nn {
 enum class Activation : std::uint8_t { none, relu, gelu_erf, gelu_tanh, sigmoid, tanh };
 const char* activation_name(Activation a) noexcept;
 
-/// y = act(x). Op "activation_forward" (attr act).
+/// y = act(x). Op "activation_forward" (attr act). Activation::none returns x itself (no copy).
 Tensor activation_forward(const Tensor& x, Activation act);
-/// dx = dy * act'(x). Takes the activation's INPUT x. Op "activation_backward".
+/// dx = dy * act'(x). Takes the activation's INPUT x. Op "activation_backward". none returns dy.
 Tensor activation_backward(const Tensor& dy, const Tensor& x, Activation act);
 
 inline Tensor relu(const Tensor& x) { return activation_forward(x, Activation::relu); }
