@@ -250,7 +250,12 @@ class NcclCommunicator final : public Communicator {
       CommError err(msg, __FILE__, __LINE__);
       if (comm_) ncclCommAbort(comm_);
       comm_ = nullptr;
-      detail::report_fatal_error(opts_, err, nullptr);
+      // The watchdog ends this process; the launcher then ends the others (mpirun reports
+      // the exit), which is all MPI_Abort would do.
+      detail::report_fatal_error(opts_, err, [](int code) {
+        std::fflush(stderr);
+        std::_Exit(code);
+      });
     }
     throw CommError(failure_, __FILE__, __LINE__);
   }
