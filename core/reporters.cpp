@@ -390,7 +390,7 @@ void ConsoleReporter::on_finish(const std::vector<RunRecord>& all, const Summary
   if (!s.ttt.is_null()) {
     std::fprintf(out_, "\ntime to train: %s\n", s.ttt.value("status", "").c_str());
     if (s.ttt.contains("olympic_mean_seconds") && !s.ttt["olympic_mean_seconds"].is_null())
-      std::fprintf(out_, "  olympic mean %.3f s (%.4f min)\n", s.ttt["olympic_mean_seconds"].get<double>(),
+      std::fprintf(out_, "  olympic mean %.6g s (%.6g min)\n", s.ttt["olympic_mean_seconds"].get<double>(),
                    s.ttt["olympic_mean_seconds"].get<double>() / 60.0);
     std::fprintf(out_, "  %s\n", s.ttt.value("note", "").c_str());
   }

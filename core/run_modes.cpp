@@ -222,6 +222,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
       throw Unsupported(fmt::format("plugin '{}' has no evaluate slot, which --mode ttt needs", p.name), __FILE__, __LINE__);
     WorkloadInstance w(plugin);
     const bh_run_info info = w.setup(ctx->c);
+    if (r.batch_size == 0 && info.global_batch_size > 0) r.batch_size = info.global_batch_size / where.world_size;
     if (info.samples_per_epoch <= 0)
       throw InvalidArgument(fmt::format("plugin '{}' reported samples_per_epoch {}; time-to-train needs a positive epoch size",
                                         p.name, info.samples_per_epoch), __FILE__, __LINE__);

@@ -40,6 +40,16 @@ TEST(PluginLoader, AbiMajorMismatchIsRefusedNamingBothVersions) {
   EXPECT_NE(why.reason.find(ours), std::string::npos) << why.reason;
 }
 
+TEST(PluginLoader, NewerAbiMinorIsRefusedAndMissingSlotNamed) {
+  BrokenPlugin why;
+  ASSERT_FALSE(load_plugin(bhtest::broken_dir() / "abi_minor_newer.so", &why));
+  EXPECT_NE(why.reason.find(fmt::format("{}.{}", BENCHHOST_ABI_MAJOR, BENCHHOST_ABI_MINOR + 1)), std::string::npos)
+      << why.reason;
+  EXPECT_NE(why.reason.find("newer"), std::string::npos) << why.reason;
+  ASSERT_FALSE(load_plugin(bhtest::broken_dir() / "missing_slot.so", &why));
+  EXPECT_NE(why.reason.find("train_step"), std::string::npos) << why.reason;
+}
+
 TEST(PluginLoader, BrokenFilesAreListedAndOthersStillWork) {
   PluginRegistry reg;
   reg.discover({bhtest::broken_dir(), bhtest::plugin_dir()});
