@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
       ("rows-per-day", po::value(&o.rows_per_day)->default_value(100000), "samples per training day")
       ("eval-rows", po::value(&o.eval_rows)->default_value(40000),
        "samples in the evaluation day (first half = validation set)")
-      ("table-sizes", po::value(&tables), "26 comma-separated table sizes (default: min(MLPerf, 3000))")
+      ("table-sizes", po::value(&tables), "26 comma-separated table sizes (default: min(MLPerf, 1000))")
       ("multi-hot-sizes", po::value(&hotness), "26 comma-separated multi-hot sizes (default: MLPerf's)")
       ("seed", po::value(&o.seed)->default_value(1), "seed: the same seed writes the same bytes");
   try {

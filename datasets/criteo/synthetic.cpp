@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 
 std::vector<std::int64_t> mini_table_sizes() {
   std::vector<std::int64_t> s;
-  for (std::int64_t n : mlperf_table_sizes()) s.push_back(std::min<std::int64_t>(n, 3000));
+  for (std::int64_t n : mlperf_table_sizes()) s.push_back(std::min<std::int64_t>(n, 1000));
   return s;
 }
 
@@ -61,8 +61,13 @@ struct Teacher {
       a[j] = 0.2f * rng.normal();
       m[j] = std::log(std::exp(mu[j]) + 3.0f);  // rough centre; the bias absorbs the rest
     }
+    // A feature's weight grows with how often each of its rows is seen per sample
+    // (hotness / rows): signal sits where a model can learn it from a few hundred thousand samples,
+    // as in the real data, where frequent ids carry most of the information.
     for (int k = 0; k < kNumSparse; ++k) {
-      const float mag = 0.23f * (0.5f + rng.uniform());
+      const float visits = 1000.0f * static_cast<float>(hot[k]) / static_cast<float>(rows[k]);
+      const float learnable = std::sqrt(std::min(1.0f, visits / 20.0f));
+      const float mag = 0.6f * learnable * (0.5f + rng.uniform());
       alpha[k] = rng.uniform() < 0.5f ? -mag : mag;
     }
     for (auto& p : pairs) {
@@ -151,7 +156,7 @@ float calibrate_bias(const Teacher& t) {
 }
 
 nlohmann::json options_json(const SyntheticOptions& o) {
-  return {{"generator", "benchhost make_criteo_synthetic v1"},
+  return {{"generator", "benchhost make_criteo_synthetic v2"},
           {"train_days", o.train_days},
           {"rows_per_day", o.rows_per_day},
           {"eval_rows", o.eval_rows},

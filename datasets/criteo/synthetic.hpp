@@ -10,6 +10,7 @@
 ///     4-vector v_k(r) ~ N(0, I), both pure functions of (seed, k, r) (so tables of any size
 ///     cost no memory); bag k pools them as s_k = sum e / sqrt(H_k), w_k = sum v / sqrt(H_k);
 ///   - logit = b + sum_j a_j (x_j - m_j) + 0.6 relu(x_0 - m_0) + sum_k alpha_k s_k
+///             (|alpha_k| larger for features whose rows are seen more often per sample)
 ///             + sum over 8 fixed feature pairs (k1, k2) of 0.35 <w_k1, w_k2>,
 ///     with b set so that about a quarter of the samples are clicks;
 ///   - label ~ Bernoulli(sigmoid(logit)).
@@ -44,7 +45,7 @@ struct SyntheticReport {
   bool generated = false;             ///< false: an up-to-date copy was already there
 };
 
-/// The mini configuration's table sizes: min(MLPerf size, 3000) per feature.
+/// The mini configuration's table sizes: min(MLPerf size, 1000) per feature.
 std::vector<std::int64_t> mini_table_sizes();
 
 /// Generate the layout into opts.out_dir (created; files are written under temporary names and
