@@ -29,7 +29,7 @@ po::options_description run_options() {
       ("batch-size,b", po::value<std::vector<std::string>>()->value_name("B[,B...]"),
        "per-device batch sizes (comma list or repeated); default: the workload's")
       ("devices,n", po::value<std::vector<std::string>>()->value_name("N[,N...]"),
-       "device counts for the throughput grid (default 1)")
+       "device counts for the throughput grid (default: the launch's process count, 1 without a launcher)")
       ("warmup,w", po::value<std::int64_t>()->value_name("STEPS"), "untimed warm-up steps per sweep point (default 5)")
       ("iterations,i", po::value<std::int64_t>()->value_name("STEPS"), "timed steps per sweep point (default 50)")
       ("runs", po::value<int>()->value_name("N"), "time-to-train runs, each with its own seed (default 1)")

@@ -55,7 +55,7 @@ struct Settings {
   std::string device = "cpu";
   std::string precision = "fp32";
   std::vector<std::int64_t> batch_sizes;   ///< empty: the workload's default
-  std::vector<int> device_counts{1};
+  std::vector<int> device_counts;          ///< empty: the launch's process count
   std::int64_t warmup = 5;
   std::int64_t iterations = 50;
   int runs = 1;

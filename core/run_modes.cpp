@@ -648,7 +648,9 @@ ordered_json run_selected_mode(const Settings& s, const std::shared_ptr<LoadedPl
   }
   const Kind kind = s.mode == "train" ? Kind::train : s.mode == "infer" ? Kind::infer : Kind::loader;
   const std::size_t first = bus.records().size();
-  for (int n : (kind == Kind::train ? s.device_counts : std::vector<int>{where.world_size}))
+  const std::vector<int> counts = kind == Kind::train && !s.device_counts.empty() ? s.device_counts
+                                                                                 : std::vector<int>{where.world_size};
+  for (int n : counts)
     for (std::int64_t b : batch_list(s)) {
       if (g_signal) break;
       run_point(s, plugin, where, bus, kind, b, n);
