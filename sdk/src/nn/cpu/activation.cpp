@@ -3,7 +3,8 @@
 // Elementwise over any shape (contiguous f32). The backward takes the activation's input x and
 // recomputes what it needs (GELU's derivative needs x, not y). cpu.tbb: oneTBB chunks of 16K
 // elements, vectorisable math (vec_math.hpp, Note [Vectorisable exp]) in multiversioned loops;
-// cpu.ref: the standard library in double.
+// cpu.ref: the standard library in double. Results below FLT_MIN are flushed to zero
+// (vec_math.hpp Note [No denormal outputs]).
 
 #include "nn/cpu/cpu_common.hpp"
 #include "nn/cpu/vec_math.hpp"
@@ -11,17 +12,39 @@
 namespace benchhost::nn::cpu {
 namespace {
 
+template <Activation A>
+BH_INLINE void fwd_loop(const float* x, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = flush_tiny(act_fwd<A>(x[i]));
+}
+
+template <Activation A>
+BH_INLINE void bwd_loop(const float* dy, const float* x, float* dx, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) dx[i] = flush_tiny(dy[i] * act_grad<A>(x[i]));
+}
+
+// One explicit switch per kernel (no dispatch helper) so that every loop is inlined into, and
+// vectorised for, each multiversioned clone.
 BH_CPU_KERNEL void act_forward_kernel(int act, const float* x, float* y, std::int64_t n) {
-  with_activation(static_cast<Activation>(act), [&]<Activation A>() {
-    for (std::int64_t i = 0; i < n; ++i) y[i] = act_fwd<A>(x[i]);
-  });
+  switch (static_cast<Activation>(act)) {
+    case Activation::none: fwd_loop<Activation::none>(x, y, n); break;
+    case Activation::relu: fwd_loop<Activation::relu>(x, y, n); break;
+    case Activation::gelu_erf: fwd_loop<Activation::gelu_erf>(x, y, n); break;
+    case Activation::gelu_tanh: fwd_loop<Activation::gelu_tanh>(x, y, n); break;
+    case Activation::sigmoid: fwd_loop<Activation::sigmoid>(x, y, n); break;
+    case Activation::tanh: fwd_loop<Activation::tanh>(x, y, n); break;
+  }
 }
 
 BH_CPU_KERNEL void act_backward_kernel(int act, const float* dy, const float* x, float* dx,
                                        std::int64_t n) {
-  with_activation(static_cast<Activation>(act), [&]<Activation A>() {
-    for (std::int64_t i = 0; i < n; ++i) dx[i] = dy[i] * act_grad<A>(x[i]);
-  });
+  switch (static_cast<Activation>(act)) {
+    case Activation::none: bwd_loop<Activation::none>(dy, x, dx, n); break;
+    case Activation::relu: bwd_loop<Activation::relu>(dy, x, dx, n); break;
+    case Activation::gelu_erf: bwd_loop<Activation::gelu_erf>(dy, x, dx, n); break;
+    case Activation::gelu_tanh: bwd_loop<Activation::gelu_tanh>(dy, x, dx, n); break;
+    case Activation::sigmoid: bwd_loop<Activation::sigmoid>(dy, x, dx, n); break;
+    case Activation::tanh: bwd_loop<Activation::tanh>(dy, x, dx, n); break;
+  }
 }
 
 Activation act_of(const OpCall& c) { return static_cast<Activation>(c.attrs.get_int("act", 0)); }

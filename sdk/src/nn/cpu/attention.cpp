@@ -144,7 +144,7 @@ BH_CPU_KERNEL void masked_softmax_row(float* s, const std::uint8_t* vis, const f
     sum += e;
   }
   const float inv = 1.0f / sum;
-  for (std::int64_t j = 0; j < S; ++j) s[j] *= inv;
+  for (std::int64_t j = 0; j < S; ++j) s[j] = flush_tiny(s[j] * inv);  // Note [No denormal outputs]
 }
 
 BH_CPU_KERNEL void softmax_bwd_row(const float* p, float* dp, std::int64_t S) {

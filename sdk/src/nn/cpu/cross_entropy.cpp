@@ -46,7 +46,7 @@ BH_CPU_KERNEL float ce_row(const float* x, float* lp, std::int64_t C) {
 }
 
 BH_CPU_KERNEL void ce_grad_row(const float* lp, float* d, float scale, float off, std::int64_t C) {
-  for (std::int64_t j = 0; j < C; ++j) d[j] = scale * (vexp(lp[j]) - off);
+  for (std::int64_t j = 0; j < C; ++j) d[j] = flush_tiny(scale * (vexp(lp[j]) - off));
 }
 
 void fwd(OpCall& c, bool parallel) {

@@ -34,7 +34,7 @@ BH_CPU_KERNEL void softmax_rows(const float* x, float* y, std::int64_t r0, std::
       for (std::int64_t j = 0; j < C; ++j) yr[j] = xr[j] - lse;
     } else {
       const float inv = 1.0f / s;
-      for (std::int64_t j = 0; j < C; ++j) yr[j] *= inv;
+      for (std::int64_t j = 0; j < C; ++j) yr[j] = flush_tiny(yr[j] * inv);  // Note [No denormal outputs]
     }
   }
 }
