@@ -208,7 +208,7 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
                          {"device", s.device},
                          {"precision", s.precision},
                          {"batch_sizes", s.batch_sizes},
-                         {"device_counts", s.device_counts},
+                         {"device_counts", s.device_counts.empty() ? std::vector<int>{where.world_size} : s.device_counts},
                          {"warmup", s.warmup},
                          {"iterations", s.iterations},
                          {"runs", s.runs},
