@@ -22,14 +22,6 @@ std::string metric_text(const WorkloadInfo& i) {
   return fmt::format("{} {} {}", i.metric_name, i.higher_is_better ? ">=" : "<=", i.metric_target);
 }
 
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  return (end && *end == '\0') ? static_cast<int>(x) : fallback;
-}
-
 int exit_code_for(const std::vector<RunRecord>& records, const ordered_json& ttt, bool interrupted) {
   if (interrupted) return kExitInterrupted;
   if (records.empty()) return kExitRunFailed;

@@ -30,13 +30,6 @@ const std::vector<std::string>& environment_allow_list() {
 }
 
 namespace {
-std::string read_first_line(const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 std::string os_pretty_name() {
   std::ifstream in("/etc/os-release");
   std::string line;

@@ -560,6 +560,8 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
     classify_current_exception(r, s);
     if (!step_ms.empty()) {  // keep what was measured before the failure
       fill_step_stats(r, step_ms, kind == Kind::infer);
+      r.seconds = step_seconds;
+      r.samples_per_second = static_cast<double>(samples * where.world_size) / step_seconds;
       r.message += fmt::format(" (after {} timed steps)", step_ms.size());
     }
   }
