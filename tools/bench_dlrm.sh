@@ -3,7 +3,8 @@
 # on this machine: the same model shapes (configs/dlrm_dcnv2/mini.conf), batch, thread count and
 # random (synthetic) batches, Adagrad on every parameter. Prints both samples/s and the ratio.
 #   tools/bench_dlrm.sh [BUILD_DIR] [THREADS] [BATCH] [STEPS]
-# Not a test: timings depend on the machine and its load.
+# Not a test: timings depend on the machine and its load. Both sides run with
+# OMP_WAIT_POLICY=PASSIVE (libgomp workers otherwise spin between parallel regions).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
@@ -16,12 +17,12 @@ opt() { sed -n "s/^dlrm_dcnv2\.$1 *= *//p" "$conf"; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-OMP_NUM_THREADS=$threads "$build/bin/benchhost" --plugin dlrm_dcnv2 --config "$conf" --mode train \
+OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$threads "$build/bin/benchhost" --plugin dlrm_dcnv2 --config "$conf" --mode train \
   --synthetic -b "$batch" -w 5 -i "$steps" --threads "$threads" -o "$tmp/bh.json" > "$tmp/bh.log" 2>&1 \
   || { cat "$tmp/bh.log" >&2; exit 1; }
 ours=$(/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['results'][0]; print(r['samples_per_second'] if r['status']=='PASSED' else 0)" "$tmp/bh.json")
 
-peer=$(OMP_NUM_THREADS=$threads /usr/bin/python3 "$here/tools/peers/dlrm_peer.py" bench \
+peer=$(OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$threads /usr/bin/python3 "$here/tools/peers/dlrm_peer.py" bench \
   --table-sizes "$(opt table-sizes)" --multi-hot-sizes "$(opt multi-hot-sizes)" \
   --embedding-dim "$(opt embedding-dim)" --bottom-mlp "$(opt bottom-mlp)" --top-mlp "$(opt top-mlp)" \
   --cross-layers "$(opt cross-layers)" --cross-rank "$(opt cross-rank)" --lr "$(opt learning-rate)" \
