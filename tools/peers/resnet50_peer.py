@@ -11,7 +11,8 @@ fc), so benchhost weight files load into either with load_state_dict.
     resnet50_peer.py steps --weights W.bhw --batch B.bhw --out OUT.bhw --steps 3 [model options]
         load weights and a batch ("images" NCHW f32, "labels" i64), run SGD steps (momentum,
         weight decay on conv/fc weights only, label smoothing), print the losses as JSON and
-        write the final weights and running statistics to OUT.
+        write the final weights and running statistics to OUT. --dtype float64 runs the same
+        steps in double precision (the reference for judging fp32 runs).
     resnet50_peer.py bench --batch-size 8 --image-size 224 --threads 2 --iters 5 [model options]
         time forward+backward+SGD steps on random data; print JSON with ms/step and img/s.
     resnet50_peer.py block --batch-size 8 --threads 2 ...
@@ -115,14 +116,17 @@ def sgd(model, args):
 
 def cmd_steps(args):
     torch.manual_seed(0)
+    dtype = {"float32": torch.float32, "float64": torch.float64}[args.dtype]
     model, source = build(args)
-    state = weights.to_torch(weights.load(args.weights))
+    model = model.to(dtype)
+    state = {k: (v.to(dtype) if v.is_floating_point() else v)
+             for k, v in weights.to_torch(weights.load(args.weights)).items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [m for m in missing if not m.endswith("num_batches_tracked")]
     if missing or unexpected:
         raise SystemExit("weights mismatch: missing %s unexpected %s" % (missing, unexpected))
     batch = weights.to_torch(weights.load(args.batch))
-    images, labels = batch["images"], batch["labels"].long()
+    images, labels = batch["images"].to(dtype), batch["labels"].long()
     opt = sgd(model, args)
     loss_fn = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
     model.train()
@@ -135,7 +139,7 @@ def cmd_steps(args):
         losses.append(loss.item())
     out = {k: v for k, v in model.state_dict().items() if not k.endswith("num_batches_tracked")}
     weights.save(args.out, weights.from_torch(out))
-    print(json.dumps({"model": source, "losses": losses}))
+    print(json.dumps({"model": source, "dtype": args.dtype, "losses": losses}))
 
 
 def timed(fn, warmup, iters):
@@ -214,6 +218,8 @@ def main():
     p.add_argument("--batch")
     p.add_argument("--out")
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                   help="steps: float64 gives the reference that fp32 runs are judged against")
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight-decay", type=float, default=5e-5)
