@@ -333,6 +333,8 @@ void ConsoleReporter::on_progress(const Progress& p) {
   if (!tty_) return;
   using namespace std::chrono;
   const double now = duration<double>(steady_clock::now().time_since_epoch()).count();
+  if (first_progress_ < 0) first_progress_ = now;
+  if (now - first_progress_ < 1.0) return;  // short points finish without a progress line
   if (last_progress_ >= 0 && now - last_progress_ < 0.25) return;  // at most 4 updates a second
   last_progress_ = now;
   std::string line = p.total_steps > 0 ? fmt::format("  [{}] step {}/{}", p.what, p.step, p.total_steps)
@@ -367,6 +369,7 @@ std::string describe(const RunRecord& r) {
 
 void ConsoleReporter::on_record(const RunRecord& r, const std::vector<RunRecord>&) {
   clear_progress();
+  first_progress_ = -1;
   std::string line = fmt::format("{:<17} {}", to_string(r.status), describe(r));
   if (!r.message.empty()) line += "\n                  " + r.message;
   std::fprintf(out_, "%s\n", line.c_str());

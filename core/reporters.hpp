@@ -77,8 +77,8 @@ class MllogReporter : public Reporter {
   std::ofstream out_;
 };
 
-/// Human output: a line per finished record, a live progress line when stdout is a terminal, and
-/// a table at the end.
+/// Human output: a line per finished record, a live progress line when stdout is a terminal and a
+/// point has run for more than a second, and a table at the end.
 class ConsoleReporter : public Reporter {
  public:
   explicit ConsoleReporter(std::FILE* out);
@@ -91,6 +91,7 @@ class ConsoleReporter : public Reporter {
   std::FILE* out_;
   bool tty_;
   bool progress_shown_ = false;
+  double first_progress_ = -1;  ///< when the current point's first progress event came (s)
   double last_progress_ = -1;
 };
 
