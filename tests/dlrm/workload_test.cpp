@@ -7,7 +7,10 @@
 #include <fstream>
 
 #include "benchhost/threading.hpp"
+#include <thread>
+
 #include "dlrm_test_util.hpp"
+#include "thread_comm.hpp"
 #include "workload.hpp"
 
 using namespace benchhost;
@@ -104,4 +107,65 @@ TEST(DlrmWorkload, DISABLED_Experiment) {
       fmt::print("samples {} loss {:.4f} auc {:.5f}\n", seen, s.loss, e.metric);
     }
   }
+}
+
+// Note [DLRM parallelism]: two data-parallel ranks (threads over an in-process communicator),
+// each with half of every global batch, end with the same weights as one process with the whole
+// batch: dense gradients averaged, table rows unioned and averaged.
+TEST(DlrmWorkload, TwoRanksMatchOneProcess) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("bh_dlrm_dp_{}", ::getpid());
+  fs::remove_all(dir);
+  const std::vector<std::pair<std::string, std::string>> over = {
+      {"data-dir", dir.string()}, {"gen-rows-per-day", "2048"}, {"gen-eval-rows", "256"},
+      {"gen-days", "1"}, {"global-batch-size", "256"}, {"eval-batch-size", "128"}};
+  const int steps = 3;
+  auto sums = [](dlrm::DlrmWorkload& w) {
+    std::vector<double> s;
+    for (auto* p : w.model().parameters()) {
+      double a = 0;
+      for (float v : p->value.to_float_vector()) a += std::fabs(v);
+      s.push_back(a);
+    }
+    return s;
+  };
+  set_num_threads(1);
+  dlrm::DlrmWorkload single;
+  {
+    RunContext ctx = dlrm_test::context_from_config("mini.conf", over);
+    single.setup(ctx);
+    single.begin_epoch(0);
+    for (int i = 0; i < steps; ++i) single.train_step();
+  }
+  const auto want = sums(single);
+  const double auc_single = single.evaluate().metric;
+
+  dlrm_test::Group g(2);
+  std::vector<std::vector<double>> got(2);
+  std::vector<double> auc(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      dlrm_test::ThreadComm comm(g, r);
+      RunContext ctx = dlrm_test::context_from_config("mini.conf", over);
+      ctx.rank = r;
+      ctx.world_size = 2;
+      ctx.communicator = &comm;
+      dlrm::DlrmWorkload w;
+      w.setup(ctx);
+      EXPECT_EQ(w.local_batch(), 128);
+      w.begin_epoch(0);
+      for (int i = 0; i < steps; ++i) EXPECT_EQ(w.train_step().samples, 128);
+      got[r] = sums(w);
+      auc[r] = w.evaluate().metric;
+    });
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(got[0].size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(got[0][i], want[i], 1e-4 * want[i] + 1e-6) << "parameter " << i;
+    EXPECT_EQ(got[0][i], got[1][i]) << "replicas diverged at parameter " << i;
+  }
+  EXPECT_NEAR(auc[0], auc_single, 1e-4);
+  EXPECT_EQ(auc[0], auc[1]);
+  fs::remove_all(dir);
 }

@@ -1,0 +1,76 @@
+#pragma once
+// An in-process communicator for the dlrm tests: ranks are threads of one process; collectives
+// meet at a std::barrier and copy through each other's tensors.
+#include <barrier>
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "benchhost/comm/communicator.hpp"
+
+namespace dlrm_test {
+
+using namespace benchhost;
+
+struct Group {
+  explicit Group(int n) : size(n), sync(n), slots(n) {}
+  int size;
+  std::barrier<> sync;
+  std::vector<const Tensor*> slots;
+};
+
+class ThreadComm final : public Communicator {
+ public:
+  ThreadComm(Group& g, int rank) : g_(g), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return g_.size; }
+  std::string backend_name() const override { return "test-threads"; }
+  Device device() const override { return Device::cpu(); }
+  Work allgather(const Tensor& in, Tensor& out) override {
+    g_.slots[rank_] = &in;
+    g_.sync.arrive_and_wait();
+    const std::int64_t n = out.numel();
+    auto* dst = static_cast<char*>(out.raw_data());
+    for (int r = 0; r < g_.size; ++r) {
+      const std::int64_t count = chunk_count(n, g_.size, r);
+      EXPECT_EQ(g_.slots[r]->numel(), count);
+      std::memcpy(dst + chunk_offset(n, g_.size, r) * out.element_size(), g_.slots[r]->raw_data(),
+                  static_cast<std::size_t>(count) * out.element_size());
+    }
+    g_.sync.arrive_and_wait();
+    return Work();
+  }
+  /// f32 sum/avg and i64 sum, summed in rank order on every rank (identical results).
+  Work allreduce(Tensor& t, ReduceOp op) override {
+    g_.slots[rank_] = &t;
+    g_.sync.arrive_and_wait();
+    const std::int64_t n = t.numel();
+    std::vector<double> acc(static_cast<std::size_t>(n), 0.0);
+    for (int r = 0; r < g_.size; ++r)
+      for (std::int64_t i = 0; i < n; ++i)
+        acc[i] += t.dtype() == DType::f32 ? g_.slots[r]->data<float>()[i]
+                                          : static_cast<double>(g_.slots[r]->data<std::int64_t>()[i]);
+    g_.sync.arrive_and_wait();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double v = op == ReduceOp::avg ? acc[i] / g_.size : acc[i];
+      if (t.dtype() == DType::f32) t.data<float>()[i] = static_cast<float>(v);
+      else t.data<std::int64_t>()[i] = static_cast<std::int64_t>(v);
+    }
+    g_.sync.arrive_and_wait();
+    return Work();
+  }
+  Work broadcast(Tensor&, int) override { BH_THROW(Unsupported, "not used by the dlrm tests"); }
+  Work reduce_scatter(const Tensor&, Tensor&, ReduceOp) override {
+    BH_THROW(Unsupported, "not used by the dlrm tests");
+  }
+  void barrier() override { g_.sync.arrive_and_wait(); }
+  [[noreturn]] void abort(int code) noexcept override { std::abort(); }
+  bool failed() const override { return false; }
+
+ private:
+  Group& g_;
+  int rank_;
+};
+
+}  // namespace dlrm_test
