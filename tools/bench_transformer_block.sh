@@ -5,6 +5,9 @@
 # machine the CPU-time ratio is the trustworthy one).
 #   tools/bench_transformer_block.sh                       (build/bin/bench_transformer_block)
 #   BUILD_DIR=build-x THREADS=2 ITERS=30 tools/bench_transformer_block.sh [--pre-ln] [--batch 8 ...]
+# Both programs use GNU OpenMP (oneDNN here, ATen there): on a shared or loaded machine run with
+# OMP_WAIT_POLICY=passive, which stops idle OpenMP workers from spinning (it applies to both
+# sides; on a 2-core box at load ~15 it halved both times at 2 threads).
 # Extra arguments go to both programs (--batch --seq --hidden --heads --ffn --dropout --pre-ln).
 # Defaults: batch 8, seq 128, hidden 256, 4 heads, FFN 1024, dropout 0.1, post-LN (BERT).
 set -euo pipefail
@@ -17,7 +20,7 @@ bin="$build_dir/bin/bench_transformer_block"
 /usr/bin/python3 -c 'import torch' 2>/dev/null ||
   { echo "PyTorch peer unavailable: /usr/bin/python3 has no torch (apt-get install python3-torch)" >&2; exit 1; }
 
-echo "== shapes: ${*:-defaults}; threads $threads; iters $iters; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== shapes: ${*:-defaults}; threads $threads; iters $iters; OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset}; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 ours=$("$bin" --threads "$threads" --iters "$iters" "$@")
 echo "$ours"
 peer=$(/usr/bin/python3 -W ignore tools/peers/transformer_block_peer.py --threads "$threads" --iters "$iters" "$@")
