@@ -210,10 +210,14 @@ PreParsed pre_parse(int argc, const char* const* argv) {
   if (argc > 1 && argv[1][0] != '-') {
     out.command = argv[1];
     i = 2;
-    if (out.command == "info" && argc > 2 && argv[2][0] != '-') {
+    // `benchhost info <plugin>` and the shorthand `benchhost <mode> <plugin>` (= run --mode <mode>).
+    const bool mode_shorthand = out.command == "ttt" || out.command == "train" || out.command == "infer" ||
+                                out.command == "loader";
+    if ((out.command == "info" || mode_shorthand) && argc > 2 && argv[2][0] != '-') {
       out.plugin = argv[2];
       i = 3;
     }
+    if (mode_shorthand) out.command = "run";
   }
   auto value_of = [&](const std::string& arg, const char* long_name, const char* short_name, std::string& dst) {
     const std::string l = std::string("--") + long_name;
@@ -244,10 +248,10 @@ PreParsed pre_parse(int argc, const char* const* argv) {
     }
   }
   if (out.command.empty()) out.command = out.help && out.plugin.empty() ? "help" : "run";
-  static const std::vector<std::string> commands{"run", "list", "info", "help", "version"};
+  static const std::vector<std::string> commands{"run", "list", "info", "help", "version", "ttt", "train", "infer", "loader"};
   if (std::find(commands.begin(), commands.end(), out.command) == commands.end()) {
     std::string near = nearest(out.command, commands);
-    BH_USAGE("unknown command '{}'{} (commands: list, info <plugin>, run)", out.command,
+    BH_USAGE("unknown command '{}'{} (commands: list, info <plugin>, run, ttt|train|infer|loader <plugin>)", out.command,
              near.empty() ? std::string() : fmt::format("; did you mean '{}'?", near));
   }
   return out;
@@ -291,12 +295,27 @@ Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, 
   } catch (const po::error& e) {
     rethrow_po(e, candidates, "", info != nullptr);
   }
+  std::vector<std::string> args = vm.count("args") ? vm["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  std::string shorthand_mode;
   if (vm.count("command")) s.command = vm["command"].as<std::string>();
+  if (s.command == "ttt" || s.command == "train" || s.command == "infer" || s.command == "loader") {
+    shorthand_mode = s.command;  // `benchhost train resnet50 ...`
+    s.command = "run";
+    if (!args.empty()) {
+      if (vm.count("plugin") && vm["plugin"].as<std::string>() != args.front())
+        BH_USAGE("plugin given twice: '{}' and --plugin {}", args.front(), vm["plugin"].as<std::string>());
+      s.plugin = args.front();
+      args.erase(args.begin());
+    }
+  }
   if (s.command != "run") BH_USAGE("unexpected argument '{}' (options take the form --name VALUE)", s.command);
-  if (vm.count("args"))
-    BH_USAGE("unexpected argument '{}' (options take the form --name VALUE)",
-             vm["args"].as<std::vector<std::string>>().front());
+  if (!args.empty()) BH_USAGE("unexpected argument '{}' (options take the form --name VALUE)", args.front());
   if (vm.count("plugin")) s.plugin = vm["plugin"].as<std::string>();
+  if (!shorthand_mode.empty()) {
+    if (vm.count("mode") && vm["mode"].as<std::string>() != shorthand_mode)
+      BH_USAGE("mode given twice: '{}' and --mode {}", shorthand_mode, vm["mode"].as<std::string>());
+    s.mode = shorthand_mode;
+  }
   if (vm.count("plugin-dir")) s.plugin_dirs = vm["plugin-dir"].as<std::vector<std::string>>();
 
   // Config: explicit --config, else the plugin's declared default config (when it exists).
@@ -331,6 +350,7 @@ Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, 
     if (vm.count(k)) dst = vm[k].as<std::string>();
   };
   str("mode", s.mode);
+  if (!shorthand_mode.empty()) s.mode = shorthand_mode;  // the command line wins over a config's mode
   str("device", s.device);
   str("precision", s.precision);
   str("output", s.output);
@@ -357,7 +377,7 @@ Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, 
   if (vm.count("peak-tflops")) s.peak_tflops = vm["peak-tflops"].as<double>();
 
   // Without --mode: time to train when the plugin supports it, else the plugin's first mode.
-  if (!vm.count("mode") && info && !info->modes.empty() &&
+  if (!vm.count("mode") && shorthand_mode.empty() && info && !info->modes.empty() &&
       std::find(info->modes.begin(), info->modes.end(), "ttt") == info->modes.end())
     s.mode = info->modes.front();
   static const std::vector<std::string> modes{"ttt", "train", "infer", "loader"};
@@ -412,7 +432,8 @@ std::string help_text(const WorkloadInfo* info) {
   std::ostringstream os;
   os << "usage: benchhost list [--plugin-dir DIR]\n"
         "       benchhost info <plugin>\n"
-        "       benchhost [run] --plugin NAME [--mode ttt|train|infer|loader] [--config FILE] [options]\n\n";
+        "       benchhost [run] --plugin NAME [--mode ttt|train|infer|loader] [--config FILE] [options]\n"
+        "       benchhost ttt|train|infer|loader NAME [options]      (same as --plugin NAME --mode ...)\n\n";
   po::options_description visible;
   po::options_description g("General options");
   const po::options_description general = general_options();

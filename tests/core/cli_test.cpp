@@ -150,3 +150,16 @@ TEST(Cli, EditDistance) {
   EXPECT_EQ(nearest("iteratons", {"iterations", "warmup", "seed"}), "iterations");
   EXPECT_EQ(nearest("zzzzzz", {"iterations", "warmup", "seed"}), "");
 }
+
+TEST(Cli, ModeShorthandCommand) {
+  const char* argv[] = {"benchhost", "train", "toy", "--config", "mini.conf", "-b", "4"};
+  PreParsed p = pre_parse(7, argv);
+  EXPECT_EQ(p.command, "run");
+  EXPECT_EQ(p.plugin, "toy");
+  benchhost::WorkloadInfo info = toy_info();
+  Settings s = parse_cli(7, argv, &info, {std::filesystem::path(BENCHHOST_CORE_TEST_DATA)});
+  EXPECT_EQ(s.plugin, "toy");
+  EXPECT_EQ(s.mode, "train");  // the config file says ttt; the command line wins
+  EXPECT_EQ(s.batch_sizes, (std::vector<std::int64_t>{4}));
+  EXPECT_NE(usage_error({"train", "toy", "--mode", "infer"}).find("mode given twice"), std::string::npos);
+}
