@@ -27,7 +27,10 @@ constexpr double kAdagradEpsilon = 1e-10;  // MLPerf: exactly 1e-10 in the log
 
 std::string join(const std::vector<std::int64_t>& v) {
   std::string s;
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(v[i]);
+  }
   return s;
 }
 
@@ -172,7 +175,7 @@ RunInfo DlrmWorkload::setup(const RunContext& ctx) {
         static_cast<std::size_t>(need.total()), __FILE__, __LINE__);
 
   // Data.
-  if (ctx.synthetic_data || ctx.mode == "infer" && !o.has("data-dir")) {
+  if (ctx.synthetic_data || (ctx.mode == "infer" && !o.has("data-dir"))) {
     Rng rng(ctx.seed, 0x5D);
     for (int b = 0; b < 4; ++b) {
       auto batch = criteo::make_batch(local_batch_, config_.hotness);
