@@ -78,3 +78,16 @@ TEST(Allocator, HugeRequestIsTypedOom) {
     EXPECT_EQ(e.requested_bytes(), (std::size_t(1) << 46) * 4);
   }
 }
+
+TEST(Allocator, CpuCachesLargeBlocks) {
+  Allocator& a = allocator_for(Device::cpu());
+  void* p1 = a.allocate(8 << 20);
+  a.deallocate(p1, 8 << 20);
+  void* p2 = a.allocate((8 << 20) - 1000);  // within the reuse slack
+  EXPECT_EQ(p1, p2);
+  auto s = a.stats();
+  EXPECT_GE(s.reserved_bytes, s.current_bytes);
+  a.deallocate(p2, (8 << 20) - 1000);
+  a.empty_cache();
+  EXPECT_EQ(a.stats().reserved_bytes, a.stats().current_bytes);
+}
