@@ -47,7 +47,6 @@ namespace {
 // (kMaxCachedBytes) and is returned to the system before an allocation is reported as failed.
 class CpuAllocator final : public Allocator {
  public:
-
   void* allocate(std::size_t bytes) override {
     if (bytes == 0) bytes = 1;
     const std::size_t rounded = round(bytes);
