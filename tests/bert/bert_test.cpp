@@ -146,12 +146,14 @@ TEST(BertMini, ReachesTheTargetFromAFixedSeed) {
   const double baseline = w.majority_baseline(), target = w.metric_target();
   std::printf("bert mini: most-frequent-token masked-LM accuracy %.4f, target %.4f\n", baseline, target);
   ASSERT_GT(target, 3 * baseline) << "the target must be far above predicting the most frequent token";
+  // A bound on the test's run time whatever happens: about twice what the target needs.
+  const std::int64_t kSampleBudget = 40000;
   std::int64_t samples = 0, next_eval = info.eval_every_samples;
   double metric = 0;
   bool reached = false;
   for (std::int64_t epoch = 0; epoch < info.max_epochs && !reached; ++epoch) {
     w.begin_epoch(epoch);
-    for (std::int64_t done = 0; done < info.samples_per_epoch && !reached;) {
+    for (std::int64_t done = 0; done < info.samples_per_epoch && !reached && samples < kSampleBudget;) {
       const StepResult r = w.train_step();
       done += r.samples;
       samples += r.samples;

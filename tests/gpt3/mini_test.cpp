@@ -49,12 +49,14 @@ TEST(Gpt3Mini, ReachesTheTargetFromAFixedSeed) {
   const double unigram = w.unigram_baseline(), target = w.metric_target();
   std::printf("gpt3 mini: unigram log perplexity %.4f, target %.4f\n", unigram, target);
   ASSERT_LT(target, unigram - 1.0) << "the target must be well below a unigram model";
+  // A bound on the test's run time whatever happens: about twice what the target needs.
+  const std::int64_t kSampleBudget = 16000;
   std::int64_t samples = 0, next_eval = info.eval_every_samples;
   double metric = INFINITY;
   bool reached = false;
   for (std::int64_t epoch = 0; epoch < info.max_epochs && !reached; ++epoch) {
     w.begin_epoch(epoch);
-    for (std::int64_t done = 0; done < info.samples_per_epoch && !reached;) {
+    for (std::int64_t done = 0; done < info.samples_per_epoch && !reached && samples < kSampleBudget;) {
       const StepResult r = w.train_step();
       done += r.samples;
       samples += r.samples;
