@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
 
@@ -104,8 +106,21 @@ std::string resolve_corpus(const std::string& c) {
 // never see half-written files).
 text::BertPrepared ensure_bert_data(const std::string& data_dir, const std::string& corpus, const lm::OptionTable& t,
                                     const Options& o) {
+  // The options the folder was built with, so that a folder built with other options is never
+  // silently reused for a config that asks for different data.
+  const std::string recipe = corpus.empty() ? std::string()
+      : fmt::format("bert corpus={} vocab={} seq_len={} max_predictions={} dupe_factor={}\n", corpus,
+                    t.get_int(o, "build-vocab-size"), t.get_int(o, "build-seq-len"),
+                    t.get_int(o, "build-max-predictions"), t.get_int(o, "build-dupe-factor"));
   auto found = text::find_bert_data(data_dir);
-  if (!found.train_files.empty()) return found;
+  if (!found.train_files.empty()) {
+    std::ifstream in(data_dir + "/benchhost-recipe.txt");
+    const std::string had((std::istreambuf_iterator<char>(in)), {});
+    BH_CHECK_AS(InvalidArgument, recipe.empty() || !in || had == recipe,
+                "bert.data-dir '{}' was built as '{}' but this config asks for '{}': choose another bert.data-dir",
+                data_dir, had.substr(0, had.size() - 1), recipe.substr(0, recipe.size() - 1));
+    return found;
+  }
   BH_CHECK_AS(InvalidArgument, !corpus.empty(),
               "bert.data-dir '{}' has no part_*.hdf5 / eval.hdf5 / vocab.txt; give bert.corpus to build them or run make_bert_shards",
               data_dir);
@@ -117,6 +132,7 @@ text::BertPrepared ensure_bert_data(const std::string& data_dir, const std::stri
   p.samples.max_predictions = t.get_int(o, "build-max-predictions");
   p.samples.dupe_factor = t.get_int(o, "build-dupe-factor");
   text::prepare_bert_data(p);
+  std::ofstream(p.out_dir + "/benchhost-recipe.txt") << recipe;
   std::error_code ec;
   fs::create_directories(fs::path(data_dir).parent_path(), ec);
   fs::rename(p.out_dir, data_dir, ec);

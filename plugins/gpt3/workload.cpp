@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 
 #include <fmt/format.h>
@@ -100,8 +102,17 @@ lm::ModelShape GptWorkload::shape_from_options(const Options& o) {
 namespace {
 
 text::GptPrepared ensure_gpt_data(const std::string& dir, const std::string& corpus, std::int32_t merges) {
+  // The options the folder was built with (see the bert plugin): never reuse other data silently.
+  const std::string recipe = corpus.empty() ? std::string() : fmt::format("gpt3 corpus={} merges={}\n", corpus, merges);
   auto found = text::find_gpt_data(dir);
-  if (!found.train_prefix.empty()) return found;
+  if (!found.train_prefix.empty()) {
+    std::ifstream in(dir + "/benchhost-recipe.txt");
+    const std::string had((std::istreambuf_iterator<char>(in)), {});
+    BH_CHECK_AS(InvalidArgument, recipe.empty() || !in || had == recipe,
+                "gpt3.data-dir '{}' was built as '{}' but this config asks for '{}': choose another gpt3.data-dir", dir,
+                had.substr(0, had.size() - 1), recipe.substr(0, recipe.size() - 1));
+    return found;
+  }
   BH_CHECK_AS(InvalidArgument, !corpus.empty(),
               "gpt3.data-dir '{}' has no train_text_document/valid_text_document .bin/.idx and bpe.txt; give "
               "gpt3.corpus to build them or run make_gpt_dataset", dir);
@@ -115,6 +126,7 @@ text::GptPrepared ensure_gpt_data(const std::string& dir, const std::string& cor
   p.out_dir = fmt::format("{}.tmp.{}", dir, ::getpid());
   p.merges = merges;
   text::prepare_gpt_data(p);
+  std::ofstream(p.out_dir + "/benchhost-recipe.txt") << recipe;
   std::error_code ec;
   fs::create_directories(fs::path(dir).parent_path(), ec);
   fs::rename(p.out_dir, dir, ec);

@@ -32,7 +32,9 @@ lm::ModelShape shape_of(const std::map<std::string, std::string>& v) {
 
 RunContext mini_context(std::map<std::string, std::string> overrides = {}) {
   auto values = config("mini.conf");
-  values["data-dir"] = std::string(BENCHHOST_BINARY_DIR) + "/test-data/bert-kjv";
+  // The config's data folder name, under the build tree (its name encodes the build options).
+  values["data-dir"] = std::string(BENCHHOST_BINARY_DIR) + "/test-data/" +
+                       values["data-dir"].substr(values["data-dir"].find_last_of('/') + 1);
   for (auto& [k, v] : overrides) values[k] = v;
   // Calibration aid: BH_MINI_OVERRIDES="lr=0.01,warmup-steps=5" replaces config values.
   if (const char* env = std::getenv("BH_MINI_OVERRIDES"); env && overrides.empty()) {

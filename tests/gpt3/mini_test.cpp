@@ -17,7 +17,9 @@ namespace {
 
 RunContext mini_context(std::map<std::string, std::string> overrides = {}) {
   auto values = lm::read_plugin_config(std::string(BENCHHOST_SOURCE_DIR) + "/configs/gpt3/mini.conf", "gpt3");
-  values["data-dir"] = std::string(BENCHHOST_BINARY_DIR) + "/test-data/gpt3-kjv";
+  // The config's data folder name, under the build tree (its name encodes the build options).
+  values["data-dir"] = std::string(BENCHHOST_BINARY_DIR) + "/test-data/" +
+                       values["data-dir"].substr(values["data-dir"].find_last_of('/') + 1);
   for (auto& [k, v] : overrides) values[k] = v;
   // Calibration aid: BH_MINI_OVERRIDES="lr=0.01,warmup-steps=5" replaces config values.
   if (const char* env = std::getenv("BH_MINI_OVERRIDES"); env && overrides.empty()) {
