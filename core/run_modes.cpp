@@ -254,7 +254,8 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
     const std::int64_t eval_every = info.eval_every_samples;
     std::int64_t next_eval = eval_every > 0 ? eval_every : 0;
     const std::int64_t max_epochs = std::max<std::int64_t>(1, info.max_epochs);
-    const double target = p.info.metric_target;
+    // A config may carry its own target (bh_run_info.metric_target, e.g. a mini config); else describe()'s.
+    const double target = info.metric_target != 0 ? info.metric_target : p.info.metric_target;
     auto reached = [&](double m) { return p.info.higher_is_better ? m >= target : m <= target; };
     auto evaluate = [&] {
       const double epoch_num = static_cast<double>(samples_trained) / static_cast<double>(info.samples_per_epoch);
