@@ -45,7 +45,7 @@ const std::vector<OptionSpec>& option_specs() {
       {"loader-threads", "int", "0", "data loader threads (0 = the run's thread count)"},
       {"epochs", "int", "42", "training epochs: the LR schedule length and the time-to-train limit"},
       {"eval-every-epochs", "int", "4", "evaluate every N epochs (MLPerf: 4)"},
-      {"target", "float", "0.759", "top-1 accuracy target (MLPerf: 0.759); informational"},
+      {"target", "float", "0.759", "top-1 accuracy target of time-to-train (MLPerf: 0.759)"},
       {"optimizer", "string", "lars", "lars or sgd"},
       {"base-lr", "float", "10.0", "peak learning rate after warm-up"},
       {"end-lr", "float", "0.0001", "learning rate at the end of the polynomial decay"},
@@ -218,8 +218,9 @@ RunInfo ResNetWorkload::setup(const RunContext& ctx) {
     nn::save_weights(*model_, w);
 
   batch_size_ = ctx.batch_size > 0 ? ctx.batch_size : get_int(o, "batch-size");
-  BH_CHECK_AS(InvalidArgument, batch_size_ >= 2,
-              "resnet50: batch size {} is too small for batch norm (use at least 2)", batch_size_);
+  BH_CHECK_AS(InvalidArgument, batch_size_ >= (ctx.mode == "infer" ? 1 : 2),
+              "resnet50: batch size {} is too small for training batch norm (use at least 2)",
+              batch_size_);
   label_smoothing_ = static_cast<float>(get_float(o, "label-smoothing"));
   const std::int64_t image_size = get_int(o, "image-size");
   const std::int64_t epochs = get_int(o, "epochs");
@@ -392,6 +393,9 @@ RunInfo ResNetWorkload::setup(const RunContext& ctx) {
   info.infer_flops_per_sample = 2.0 * macs;
   info.train_flops_per_sample = 3.0 * 2.0 * macs;
   info.eval_samples = eval_samples_;
+  info.metric_target = get_float(o, "target");
+  BH_CHECK_AS(InvalidArgument, info.metric_target > 0 && info.metric_target <= 1,
+              "resnet50.target {} must be a top-1 accuracy in (0, 1]", info.metric_target);
   model_->train(ctx.mode != "infer");
   return info;
 }

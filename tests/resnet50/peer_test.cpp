@@ -36,7 +36,12 @@ TEST(ResNet50Peer, SgdStepsMatchPyTorch) {
   // stride and shortcut is exercised.
   const std::int64_t n = 4, hw = 64, steps = 3;
   const float lr = 0.02f, momentum = 0.9f, wd = 5e-5f, smoothing = 0.1f;
-  ResNet model(ResNetConfig::resnet50(1000));
+  // Zero-initialised last BN gamma per block (the MLPerf option): the first step trains the BN
+  // parameters and the head, the next ones every branch; and it keeps the problem well
+  // conditioned (Note [Judging fp32 against PyTorch]).
+  ResNetConfig config = ResNetConfig::resnet50(1000);
+  config.zero_init_last_bn_gamma = true;
+  ResNet model(config);
   model.initialize(42);
   nn::save_weights(model, (dir / "init.bhw").string());
   const Tensor images_nchw = benchhost::testing::random_tensor({n, 3, hw, hw}, 43, -2.0f, 2.0f);
@@ -59,11 +64,11 @@ TEST(ResNet50Peer, SgdStepsMatchPyTorch) {
   }
 
   // Note [Judging fp32 against PyTorch]
-  // ResNet-50 from random initialisation with a batch of 4 is numerically ill-conditioned: batch
-  // norm over 16 values per channel in stage 4 and ReLU masks that flip on rounding make two
-  // correct fp32 implementations disagree by a few percent in some gradients (PyTorch fp32 vs
-  // PyTorch fp64 does). So the peer runs twice, in fp32 and in fp64, and ours must be about as
-  // close to the fp64 result as PyTorch's own fp32 run is.
+  // Two correct fp32 implementations differ by their rounding, and a few SGD steps of a deep
+  // network can amplify that: with gamma = 1 in every block's last BN and a batch of 4, PyTorch
+  // fp32 and PyTorch fp64 end 8% apart after 3 steps at lr 0.02. With the zero-initialised gamma
+  // the same steps agree to ~1e-7. The peer runs in fp32 and in fp64; ours must be about as close
+  // to the fp64 result as PyTorch's own fp32 run, and close in absolute terms.
   const fs::path script = fs::path(BENCHHOST_SOURCE_DIR) / "tools" / "peers" / "resnet50_peer.py";
   auto run_peer = [&](const char* dtype) {
     const fs::path out = dir / fmt::format("peer_{}.bhw", dtype), log = dir / fmt::format("peer_{}.json", dtype);
@@ -96,7 +101,7 @@ TEST(ResNet50Peer, SgdStepsMatchPyTorch) {
     loss_err_ours = std::max(loss_err_ours, std::fabs(ours[s] - l64[s]));
     loss_err_t32 = std::max(loss_err_t32, std::fabs(l32[s] - l64[s]));
   }
-  EXPECT_LE(loss_err_ours, 3 * loss_err_t32 + 1e-4 * std::fabs(l64.back())) << "loss error vs fp64";
+  EXPECT_LE(loss_err_ours, 3 * loss_err_t32 + 1e-5 * std::fabs(l64.back())) << "loss error vs fp64";
   EXPECT_NEAR(ours[0], l64[0], 1e-4 * std::fabs(l64[0])) << "the first loss depends on the forward only";
 
   // Updated weights and running statistics: relative L2 distance to the fp64 result over all.
@@ -123,7 +128,7 @@ TEST(ResNet50Peer, SgdStepsMatchPyTorch) {
               compared, e_ours, e_t32);
   EXPECT_EQ(compared, 161 + 106);
   EXPECT_LE(e_ours, 3 * e_t32 + 1e-6);
-  EXPECT_LT(e_ours, 1e-3);
+  EXPECT_LT(e_ours, 1e-5);
   fs::remove_all(dir);
 }
 
