@@ -149,7 +149,7 @@ TEST(BertMini, ReachesTheTargetFromAFixedSeed) {
   std::printf("bert mini: most-frequent-token masked-LM accuracy %.4f, target %.4f\n", baseline, target);
   ASSERT_GT(target, 2 * baseline) << "the target must be well above predicting the most frequent token";
   // A bound on the test's run time whatever happens: about twice what the target needs.
-  const std::int64_t kSampleBudget = 16000;
+  const std::int64_t kSampleBudget = std::getenv("BH_MINI_BUDGET") ? std::atoll(std::getenv("BH_MINI_BUDGET")) : 16000;
   std::int64_t samples = 0, next_eval = info.eval_every_samples;
   double metric = 0;
   bool reached = false;

@@ -52,7 +52,7 @@ TEST(Gpt3Mini, ReachesTheTargetFromAFixedSeed) {
   std::printf("gpt3 mini: unigram log perplexity %.4f, target %.4f\n", unigram, target);
   ASSERT_LT(target, unigram - 1.0) << "the target must be well below a unigram model";
   // A bound on the test's run time whatever happens: about twice what the target needs.
-  const std::int64_t kSampleBudget = 16000;
+  const std::int64_t kSampleBudget = std::getenv("BH_MINI_BUDGET") ? std::atoll(std::getenv("BH_MINI_BUDGET")) : 16000;
   std::int64_t samples = 0, next_eval = info.eval_every_samples;
   double metric = INFINITY;
   bool reached = false;
