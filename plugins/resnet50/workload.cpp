@@ -362,26 +362,31 @@ RunInfo ResNetWorkload::setup(const RunContext& ctx) {
   hyper_.emplace_back("global_batch_size", global_batch);
   hyper_.emplace_back("gradient_accumulation_steps", std::int64_t{1});
   hyper_.emplace_back("opt_name", opt_name);
-  hyper_.emplace_back("opt_base_learning_rate", static_cast<double>(base_lr));
+  // Logged from the option values as given (doubles), not from the float copies above.
+  const double base_lr_d = get_float(o, "base-lr"), end_lr_d = get_float(o, "end-lr"),
+               power_d = get_float(o, "poly-power"), momentum_d = get_float(o, "momentum"),
+               wd_d = get_float(o, "weight-decay");
+  hyper_.emplace_back("opt_base_learning_rate", base_lr_d);
   hyper_.emplace_back("opt_learning_rate_warmup_epochs", warmup_epochs);
   hyper_.emplace_back("model_bn_span", batch_size_);
-  hyper_.emplace_back("label_smoothing", static_cast<double>(label_smoothing_));
+  hyper_.emplace_back("label_smoothing", get_float(o, "label-smoothing"));
   if (opt_name == "lars") {
     hyper_.emplace_back("lars_epsilon", get_float(o, "lars-epsilon"));
-    hyper_.emplace_back("lars_opt_weight_decay", static_cast<double>(wd));
-    hyper_.emplace_back("lars_opt_base_learning_rate", static_cast<double>(base_lr));
-    hyper_.emplace_back("lars_opt_end_learning_rate", static_cast<double>(end_lr));
-    hyper_.emplace_back("lars_opt_learning_rate_decay_poly_power", static_cast<double>(power));
+    hyper_.emplace_back("lars_opt_weight_decay", wd_d);
+    hyper_.emplace_back("lars_opt_base_learning_rate", base_lr_d);
+    hyper_.emplace_back("lars_opt_end_learning_rate", end_lr_d);
+    hyper_.emplace_back("lars_opt_learning_rate_decay_poly_power", power_d);
     hyper_.emplace_back("lars_opt_learning_rate_decay_steps", decay_steps);
     hyper_.emplace_back("lars_opt_learning_rate_warmup_epochs", warmup_epochs);
-    hyper_.emplace_back("lars_opt_momentum", static_cast<double>(momentum));
+    hyper_.emplace_back("lars_opt_momentum", momentum_d);
   } else {
-    hyper_.emplace_back("sgd_opt_base_learning_rate", static_cast<double>(base_lr));
-    hyper_.emplace_back("sgd_opt_end_learning_rate", static_cast<double>(end_lr));
-    hyper_.emplace_back("sgd_opt_learning_rate_decay_poly_power", static_cast<double>(power));
+    hyper_.emplace_back("sgd_opt_base_learning_rate", base_lr_d);
+    hyper_.emplace_back("sgd_opt_end_learning_rate", end_lr_d);
+    hyper_.emplace_back("sgd_opt_learning_rate_decay_poly_power", power_d);
     hyper_.emplace_back("sgd_opt_learning_rate_decay_steps", decay_steps);
-    hyper_.emplace_back("sgd_opt_weight_decay", static_cast<double>(wd));
-    hyper_.emplace_back("sgd_opt_momentum", static_cast<double>(momentum));
+    hyper_.emplace_back("sgd_opt_weight_decay", wd_d);
+    hyper_.emplace_back("sgd_opt_momentum", momentum_d);
+    hyper_.emplace_back("sgd_opt_nesterov", get_bool(o, "nesterov"));
   }
 
   RunInfo info;
