@@ -15,6 +15,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist bible-kjv-text
   python3 python3-numpy python3-torch python3-torchvision python3-pil
+  libopenblas0-pthread  # an optimised BLAS for the PyTorch peers (Debian's default is the reference BLAS)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -31,7 +31,8 @@ extern "C" {
 #endif
 
 #define BENCHHOST_ABI_MAJOR 1
-#define BENCHHOST_ABI_MINOR 0
+/* History: 1.0 first release; 1.1 appended bh_run_info.metric_target. */
+#define BENCHHOST_ABI_MINOR 1
 #define BENCHHOST_PLUGIN_ENTRY_SYMBOL "benchhost_plugin_descriptor"
 
 typedef enum bh_status {
@@ -84,7 +85,7 @@ typedef struct bh_run_info {
   double train_flops_per_sample; /* forward+backward FLOPs per training sample (0 = unknown) */
   double infer_flops_per_sample; /* forward FLOPs per inference sample (0 = unknown) */
   int64_t eval_samples;          /* samples in one evaluation (for reports; 0 = unknown) */
-  /* Appended after ABI 1.0 (present when struct_size covers it; hosts zero-fill the struct):
+  /* Since ABI 1.1 (present when struct_size covers it; hosts zero-fill the struct):
      the time-to-train target of this configuration, overriding describe()'s metric_target when
      nonzero (a mini config's calibrated target). */
   double metric_target;
