@@ -84,7 +84,7 @@ WorkloadInfo DlrmWorkload::describe() {
   w.precisions = {"fp32"};
   w.modes = {"ttt", "train", "infer"};
   w.configs = {"mlperf.conf", "mini.conf"};
-  w.default_config = "mlperf.conf";
+  w.default_config = "mini.conf";  // runs on a fresh machine; --config mlperf for the reference
   const auto tables = join(vec(criteo::mlperf_table_sizes()));
   const auto hot = join(vec(criteo::mlperf_multi_hot_sizes()));
   w.options = {

@@ -81,7 +81,7 @@ class Rng {
       return m >> 32;
     }
     // 64-bit range: rejection on the top bits.
-    std::uint64_t mask = ~0ull >> __builtin_clzll(n - 1 | 1);
+    std::uint64_t mask = ~0ull >> __builtin_clzll((n - 1) | 1);
     for (;;) {
       std::uint64_t v = next_u64() & mask;
       if (v < n) return v;
