@@ -371,7 +371,10 @@ Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, 
   if (vm.count("iterations")) s.iterations = vm["iterations"].as<std::int64_t>();
   if (vm.count("runs")) s.runs = vm["runs"].as<int>();
   if (vm.count("seed")) s.seed = vm["seed"].as<std::uint64_t>();
-  if (vm.count("threads")) s.threads = vm["threads"].as<int>();
+  if (vm.count("threads")) {
+    s.threads = vm["threads"].as<int>();
+    s.threads_given = true;
+  }
   if (vm.count("synthetic")) s.synthetic = vm["synthetic"].as<bool>();
   if (vm.count("timeout")) s.timeout_seconds = vm["timeout"].as<double>();
   if (vm.count("peak-tflops")) s.peak_tflops = vm["peak-tflops"].as<double>();

@@ -63,6 +63,7 @@ struct Settings {
   std::string output, mllog, csv;
   std::vector<std::string> plugin_dirs;
   int threads = 0;  ///< 0: all hardware threads
+  bool threads_given = false;  ///< --threads was on the command line (else shared among local ranks)
   bool synthetic = false;
   double timeout_seconds = 0;  ///< per run / sweep point; 0 = none
   double peak_tflops = 0;      ///< device peak for MFU (CPU); 0 = from the GPU table or none

@@ -1,5 +1,6 @@
 #include "commands.hpp"
 
+#include <thread>
 #include <cstdlib>
 #include <sstream>
 
@@ -176,6 +177,10 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
     where.local_rank = env.local_rank;
     where.launcher = env.launcher;
     if (env.world_size > 1 && s.device == "cuda") s.device = device_for_local_rank(env, DeviceType::cuda).str();
+    // Processes on one node share its cores unless --threads says otherwise: two ranks each
+    // running all cores' worth of threads measure the oversubscription, not the machine.
+    if (!s.threads_given && env.local_size > 1)
+      s.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / env.local_size);
     CommOptions opts;
     opts.timeout_seconds = s.comm_timeout_seconds;
     comm = create_communicator(s.comm_backend, parse_device(s.device), env, opts);

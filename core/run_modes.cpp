@@ -409,11 +409,15 @@ void run_child_point(const Settings& s, const LoadedPlugin& p, EventBus& bus, in
   if (launcher.empty()) launcher = std::string("mpirun") + (::geteuid() == 0 ? " --allow-run-as-root" : "") + " --oversubscribe -np {n}";
   for (auto pos = launcher.find("{n}"); pos != std::string::npos; pos = launcher.find("{n}"))
     launcher.replace(pos, 3, std::to_string(n));
-  // The child must find the very plugin this host loaded: its directory goes first.
-  std::string cmd = launcher + " " + shell_quote((executable_dir() / "benchhost").string()) + " --plugin-dir " +
-                    shell_quote(p.path.parent_path().string());
+  // The child must find the very plugin this host loaded: its directory goes first, after the
+  // leading positional words (`train resnet50`), which the command line only accepts up front.
+  std::string cmd = launcher + " " + shell_quote((executable_dir() / "benchhost").string());
+  std::size_t first_option = 1;
+  while (first_option < s.argv.size() && !s.argv[first_option].empty() && s.argv[first_option][0] != '-')
+    cmd += " " + shell_quote(s.argv[first_option++]);
+  cmd += " --plugin-dir " + shell_quote(p.path.parent_path().string());
   static const std::vector<std::string> drop_with_value{"-n", "--devices", "-o", "--output", "--csv", "--mllog"};
-  for (std::size_t i = 1; i < s.argv.size(); ++i) {
+  for (std::size_t i = first_option; i < s.argv.size(); ++i) {
     const std::string& a = s.argv[i];
     if (std::find(drop_with_value.begin(), drop_with_value.end(), a) != drop_with_value.end()) {
       ++i;
