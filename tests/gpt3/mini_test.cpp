@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/lm_mini_context.hpp"
 #include "options.hpp"
 #include "text/corpus.hpp"
 #include "workload.hpp"
@@ -16,29 +17,7 @@ using namespace benchhost;
 namespace {
 
 RunContext mini_context(std::map<std::string, std::string> overrides = {}) {
-  auto values = lm::read_plugin_config(std::string(BENCHHOST_SOURCE_DIR) + "/configs/gpt3/mini.conf", "gpt3");
-  // The config's data folder name, under the build tree (its name encodes the build options).
-  values["data-dir"] = std::string(BENCHHOST_BINARY_DIR) + "/test-data/" +
-                       values["data-dir"].substr(values["data-dir"].find_last_of('/') + 1);
-  for (auto& [k, v] : overrides) values[k] = v;
-  // Calibration aid: BH_MINI_OVERRIDES="lr=0.01,warmup-steps=5" replaces config values.
-  if (const char* env = std::getenv("BH_MINI_OVERRIDES"); env && overrides.empty()) {
-    std::string list = env;
-    for (std::size_t pos = 0; pos < list.size();) {
-      std::size_t end = list.find(',', pos);
-      if (end == std::string::npos) end = list.size();
-      const std::string item = list.substr(pos, end - pos);
-      const std::size_t eq = item.find('=');
-      if (eq != std::string::npos) values[item.substr(0, eq)] = item.substr(eq + 1);
-      pos = end + 1;
-    }
-  }
-  RunContext ctx;
-  ctx.mode = "ttt";
-  ctx.seed = 1;
-  ctx.num_threads = 2;
-  ctx.options = Options("gpt3", values);
-  return ctx;
+  return test_support::lm_mini_context("gpt3", overrides);
 }
 
 }  // namespace
