@@ -8,6 +8,7 @@
 #include <nccl.h>
 #endif
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,55 @@
 
 namespace benchhost {
 namespace {
+
+// Free blocks by size and live blocks by pointer, with the figures MemoryStats reports. Shared
+// by the device and the pinned-host allocators; not thread-safe: the owner holds its mutex.
+struct BlockCache {
+  std::multimap<std::size_t, void*> free_blocks;
+  std::unordered_map<void*, std::size_t> live;
+  MemoryStats stats;
+
+  /// A cached block of size in [size, size + slack], now live; nullptr if none fits.
+  void* take(std::size_t size, std::size_t slack) {
+    auto it = free_blocks.lower_bound(size);
+    if (it == free_blocks.end() || it->first > size + slack) return nullptr;
+    void* p = it->second;
+    const std::size_t block = it->first;
+    free_blocks.erase(it);
+    note_live(p, block);
+    return p;
+  }
+  /// A block just obtained from the system.
+  void add_fresh(void* p, std::size_t size) {
+    stats.reserved_bytes += size;
+    note_live(p, size);
+  }
+  /// Back into the cache; unknown pointers are ignored.
+  void give_back(void* p) {
+    auto it = live.find(p);
+    if (it == live.end()) return;
+    stats.current_bytes -= it->second;
+    free_blocks.emplace(it->second, p);
+    live.erase(it);
+  }
+  /// Return every cached block to the system through `release_fn(ptr)`.
+  template <class F>
+  void release(F&& release_fn) {
+    for (auto& [size, p] : free_blocks) {
+      release_fn(p);
+      stats.reserved_bytes -= size;
+    }
+    free_blocks.clear();
+  }
+
+ private:
+  void note_live(void* p, std::size_t size) {
+    live[p] = size;
+    stats.current_bytes += size;
+    stats.peak_bytes = std::max(stats.peak_bytes, stats.current_bytes);
+    ++stats.num_allocs;
+  }
+};
 
 // Note [Caching allocator]
 // cudaMalloc and cudaFree synchronise the device and cost tens of microseconds, far too much for
@@ -37,22 +87,14 @@ class CudaCachingAllocator final : public Allocator {
     if (bytes == 0) bytes = 1;
     const std::size_t rounded = round(bytes);
     std::lock_guard lock(mu_);
-    auto it = free_.lower_bound(rounded);
-    const std::size_t slack = rounded < kSmall ? 0 : rounded / 4;
-    if (it != free_.end() && it->first <= rounded + slack) {
-      void* p = it->second;
-      std::size_t size = it->first;
-      free_.erase(it);
-      note_alloc(p, size);
-      return p;
-    }
+    if (void* p = cache_.take(rounded, rounded < kSmall ? 0 : rounded / 4)) return p;
     void* p = nullptr;
     int prev = -1;
     cudaGetDevice(&prev);
     cudaSetDevice(device_);
     cudaError_t err = cudaMalloc(&p, rounded);
     if (err == cudaErrorMemoryAllocation) {
-      cudaGetLastError();  // clear the sticky-free error state
+      cudaGetLastError();  // clear the error state before retrying
       release_cached_locked();
       err = cudaMalloc(&p, rounded);
     }
@@ -64,32 +106,27 @@ class CudaCachingAllocator final : public Allocator {
       throw OutOfMemory(
           fmt::format("cuda:{} out of memory: tried to allocate {} bytes ({:.2f} GiB); {} bytes in "
                       "use by benchhost, {} reserved, device has {} free of {} ({})",
-                      device_, bytes, bytes / 1073741824.0, stats_.current_bytes,
-                      stats_.reserved_bytes, free_b, total_b, cudaGetErrorString(err)),
+                      device_, bytes, bytes / 1073741824.0, cache_.stats.current_bytes,
+                      cache_.stats.reserved_bytes, free_b, total_b, cudaGetErrorString(err)),
           bytes, __FILE__, __LINE__);
     }
-    stats_.reserved_bytes += rounded;
-    note_alloc(p, rounded);
+    cache_.add_fresh(p, rounded);
     return p;
   }
 
   void deallocate(void* ptr, std::size_t) noexcept override {
     if (!ptr) return;
     std::lock_guard lock(mu_);
-    auto it = live_.find(ptr);
-    if (it == live_.end()) return;
-    stats_.current_bytes -= it->second;
-    free_.emplace(it->second, ptr);
-    live_.erase(it);
+    cache_.give_back(ptr);
   }
 
   MemoryStats stats() const override {
     std::lock_guard lock(mu_);
-    return stats_;
+    return cache_.stats;
   }
   void reset_peak() override {
     std::lock_guard lock(mu_);
-    stats_.peak_bytes = stats_.current_bytes;
+    cache_.stats.peak_bytes = cache_.stats.current_bytes;
   }
   void empty_cache() override {
     std::lock_guard lock(mu_);
@@ -102,30 +139,18 @@ class CudaCachingAllocator final : public Allocator {
     if (b < kSmall) return (b + 511) / 512 * 512;
     return (b + (2 << 20) - 1) / (2 << 20) * (2 << 20);  // 2 MiB granules for large blocks
   }
-  void note_alloc(void* p, std::size_t size) {
-    live_[p] = size;
-    stats_.current_bytes += size;
-    stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.current_bytes);
-    ++stats_.num_allocs;
-  }
   void release_cached_locked() {
     int prev = -1;
     cudaGetDevice(&prev);
     cudaSetDevice(device_);
     cudaDeviceSynchronize();
-    for (auto& [size, p] : free_) {
-      cudaFree(p);
-      stats_.reserved_bytes -= size;
-    }
-    free_.clear();
+    cache_.release([](void* p) { cudaFree(p); });
     if (prev >= 0) cudaSetDevice(prev);
   }
 
   int device_;
   mutable std::mutex mu_;
-  std::multimap<std::size_t, void*> free_;
-  std::unordered_map<void*, std::size_t> live_;
-  MemoryStats stats_;
+  BlockCache cache_;
 };
 
 // Page-locked host memory for H2D copies that overlap compute. Cached like device blocks, since
@@ -135,15 +160,7 @@ class PinnedHostAllocator final : public Allocator {
   void* allocate(std::size_t bytes) override {
     if (bytes == 0) bytes = 1;
     std::lock_guard lock(mu_);
-    auto it = free_.lower_bound(bytes);
-    if (it != free_.end() && it->first <= bytes + bytes / 4) {
-      void* p = it->second;
-      live_[p] = it->first;
-      stats_.current_bytes += it->first;
-      free_.erase(it);
-      stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.current_bytes);
-      return p;
-    }
+    if (void* p = cache_.take(bytes, bytes / 4)) return p;
     void* p = nullptr;
     cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
     if (err != cudaSuccess) {
@@ -151,36 +168,30 @@ class PinnedHostAllocator final : public Allocator {
       throw OutOfMemory(fmt::format("pinned host allocation of {} bytes failed: {}", bytes,
                                     cudaGetErrorString(err)), bytes, __FILE__, __LINE__);
     }
-    live_[p] = bytes;
-    stats_.current_bytes += bytes;
-    stats_.reserved_bytes += bytes;
-    stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.current_bytes);
-    ++stats_.num_allocs;
+    cache_.add_fresh(p, bytes);
     return p;
   }
   void deallocate(void* ptr, std::size_t) noexcept override {
     if (!ptr) return;
     std::lock_guard lock(mu_);
-    auto it = live_.find(ptr);
-    if (it == live_.end()) return;
-    stats_.current_bytes -= it->second;
-    free_.emplace(it->second, ptr);
-    live_.erase(it);
+    cache_.give_back(ptr);
   }
   MemoryStats stats() const override {
     std::lock_guard lock(mu_);
-    return stats_;
+    return cache_.stats;
   }
   void reset_peak() override {
     std::lock_guard lock(mu_);
-    stats_.peak_bytes = stats_.current_bytes;
+    cache_.stats.peak_bytes = cache_.stats.current_bytes;
+  }
+  void empty_cache() override {
+    std::lock_guard lock(mu_);
+    cache_.release([](void* p) { cudaFreeHost(p); });
   }
 
  private:
   mutable std::mutex mu_;
-  std::multimap<std::size_t, void*> free_;
-  std::unordered_map<void*, std::size_t> live_;
-  MemoryStats stats_;
+  BlockCache cache_;
 };
 
 std::string version_str(int v, int major_div, int minor_div, int minor_mod) {
