@@ -308,16 +308,6 @@ std::vector<OpCall> backward_cases(std::uint64_t seed) {
   return out;
 }
 
-OpImpl onednn_impl(std::function<void(OpCall&)> run) {
-  OpImpl impl;
-  impl.name = "cpu.onednn";
-  impl.device = DeviceType::cpu;
-  impl.priority = 100;
-  impl.accepts = onednn_accepts;
-  impl.run = std::move(run);
-  return impl;
-}
-
 const bool registered = [] {
   register_op({"batch_norm_forward",
                "{x, gamma [C], beta [C], mean [C]? var [C]? (eval)} -> {y, mean, var (biased "
@@ -328,8 +318,8 @@ const bool registered = [] {
                "{dy, x, gamma, mean, var, y? (fuse_relu)} -> {dx, dgamma +=, dbeta +=}; attrs "
                "eps, training (false: frozen statistics), fuse_relu, layout",
                backward_cases, 1e-4, 1e-4, {}});
-  register_op_impl("batch_norm_forward", onednn_impl(onednn_forward));
-  register_op_impl("batch_norm_backward", onednn_impl(onednn_backward));
+  register_op_impl("batch_norm_forward", onednn_impl(onednn_accepts, onednn_forward));
+  register_op_impl("batch_norm_backward", onednn_impl(onednn_accepts, onednn_backward));
   return true;
 }();
 

@@ -419,16 +419,6 @@ std::vector<OpCall> backward_weights_cases(std::uint64_t seed) {
   return out;
 }
 
-OpImpl onednn_impl(std::function<void(OpCall&)> run) {
-  OpImpl impl;
-  impl.name = "cpu.onednn";
-  impl.device = DeviceType::cpu;
-  impl.priority = 100;
-  impl.accepts = onednn_accepts;
-  impl.run = std::move(run);
-  return impl;
-}
-
 const bool registered = [] {
   register_op({"conv2d_forward",
                "{x [N,C,H,W] or [N,H,W,C], w [O,C/g,KH,KW], bias [O]?} -> {y}; attrs stride, "
@@ -440,9 +430,9 @@ const bool registered = [] {
   register_op({"conv2d_backward_weights",
                "{dy, x} -> {dw +=, dbias +=?}; attrs as conv2d_forward", backward_weights_cases,
                1e-4, 1e-4, {}});
-  register_op_impl("conv2d_forward", onednn_impl(onednn_forward));
-  register_op_impl("conv2d_backward_data", onednn_impl(onednn_backward_data));
-  register_op_impl("conv2d_backward_weights", onednn_impl(onednn_backward_weights));
+  register_op_impl("conv2d_forward", onednn_impl(onednn_accepts, onednn_forward));
+  register_op_impl("conv2d_backward_data", onednn_impl(onednn_accepts, onednn_backward_data));
+  register_op_impl("conv2d_backward_weights", onednn_impl(onednn_accepts, onednn_backward_weights));
   return true;
 }();
 

@@ -17,6 +17,8 @@
 // 1 nhwc), eps, training, fuse_relu, count_include_pad.
 
 #include <cstdint>
+#include <functional>
+#include <string>
 
 #include "benchhost/error.hpp"
 #include "benchhost/nn/conv.hpp"
@@ -162,5 +164,18 @@ inline std::int64_t act_offset(const ImageDims& d, ImageLayout layout, std::int6
 
 /// Seeded uniform values in [-1, 1) for the parity test's example cases.
 Tensor conv_random(const Shape& shape, std::uint64_t seed);
+
+/// The oneDNN implementation entry of a conv-net op: vendor-library priority, the op's own
+/// acceptance test and kernel.
+inline OpImpl onednn_impl(std::function<std::string(const OpCall&)> accepts,
+                          std::function<void(OpCall&)> run) {
+  OpImpl impl;
+  impl.name = "cpu.onednn";
+  impl.device = DeviceType::cpu;
+  impl.priority = 100;
+  impl.accepts = std::move(accepts);
+  impl.run = std::move(run);
+  return impl;
+}
 
 }  // namespace benchhost::nn::conv_detail

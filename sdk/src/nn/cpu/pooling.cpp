@@ -259,16 +259,6 @@ std::vector<OpCall> make_cases(std::uint64_t seed, bool max, bool backward) {
   return out;
 }
 
-OpImpl onednn_impl(std::function<void(OpCall&)> run) {
-  OpImpl impl;
-  impl.name = "cpu.onednn";
-  impl.device = DeviceType::cpu;
-  impl.priority = 100;
-  impl.accepts = onednn_accepts;
-  impl.run = std::move(run);
-  return impl;
-}
-
 const bool registered = [] {
   const char* attrs = "attrs kernel, stride, pad, count_include_pad (avg), layout";
   register_op({"max_pool2d_forward", fmt::format("{{x}} -> {{y}}; {}", attrs),
@@ -283,13 +273,13 @@ const bool registered = [] {
                fmt::format("{{dy}} -> {{dx}} (dx has the forward input's shape); {}", attrs),
                [](std::uint64_t seed) { return make_cases(seed, false, true); }, 1e-5, 1e-5, {}});
   register_op_impl("max_pool2d_forward",
-                   onednn_impl([](OpCall& c) { onednn_pool_forward(c, true); }));
+                   onednn_impl(onednn_accepts, [](OpCall& c) { onednn_pool_forward(c, true); }));
   register_op_impl("max_pool2d_backward",
-                   onednn_impl([](OpCall& c) { onednn_pool_backward(c, true); }));
+                   onednn_impl(onednn_accepts, [](OpCall& c) { onednn_pool_backward(c, true); }));
   register_op_impl("avg_pool2d_forward",
-                   onednn_impl([](OpCall& c) { onednn_pool_forward(c, false); }));
+                   onednn_impl(onednn_accepts, [](OpCall& c) { onednn_pool_forward(c, false); }));
   register_op_impl("avg_pool2d_backward",
-                   onednn_impl([](OpCall& c) { onednn_pool_backward(c, false); }));
+                   onednn_impl(onednn_accepts, [](OpCall& c) { onednn_pool_backward(c, false); }));
   return true;
 }();
 
