@@ -6,9 +6,12 @@
 // Building a oneDNN primitive (choosing an implementation, JIT-compiling its kernel) costs
 // 0.1-10 ms, far more than running a small convolution, and a training step of ResNet-50 runs
 // ~160 primitives. Each op therefore builds its primitive once per distinct key (op name, shapes,
-// layout, geometry) and keeps it in a process-wide map. A model has a fixed set of shapes, so
-// the cache stays small (ResNet-50: a few hundred entries); it is never evicted. Lookups hold a
-// mutex only while finding or inserting, never while executing.
+// layout, geometry) and keeps it. A model has a fixed set of shapes, so the cache stays small
+// (ResNet-50: a few hundred entries); it is never evicted. The cache is per thread: with
+// oneDNN's default scratchpad (shared by all primitives, DNNL_ENABLE_CONCURRENT_EXEC=OFF in
+// Debian's build) a primitive must run on the thread that created it, and no primitive may run
+// on two threads at once; two training loops in one process (data-parallel ranks as threads,
+// a loader running ops beside a step) would otherwise corrupt each other's results.
 //
 // Note [Memory formats]
 // Our tensors are plain (nchw or nhwc). oneDNN's fastest kernels for fp32 on AVX-512 want
@@ -45,29 +48,21 @@ inline dnnl::stream& cpu_stream() {
   return stream;
 }
 
-/// A process-wide cache of T (a struct of primitives and descriptors) by string key.
+/// A per-thread cache of T (a struct of primitives and descriptors) by string key; see
+/// Note [Primitive cache]. Entries live until their thread exits.
 template <class T>
 class PrimitiveCache {
  public:
   T& get(const std::string& key, const std::function<std::unique_ptr<T>()>& build) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = map_.find(key);
-      if (it != map_.end()) return *it->second;
-    }
-    std::unique_ptr<T> made = build();  // outside the lock: building can take milliseconds
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto [it, inserted] = map_.emplace(key, std::move(made));
-    return *it->second;
-  }
-  std::size_t size() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return map_.size();
+    thread_local std::unordered_map<const PrimitiveCache*, Map> per_cache;
+    Map& map = per_cache[this];
+    auto it = map.find(key);
+    if (it != map.end()) return *it->second;
+    return *map.emplace(key, build()).first->second;
   }
 
  private:
-  std::mutex mutex_;
-  std::unordered_map<std::string, std::unique_ptr<T>> map_;
+  using Map = std::unordered_map<std::string, std::unique_ptr<T>>;
 };
 
 inline dnnl::memory::dims dims4(const ImageDims& d) { return {d.n, d.c, d.h, d.w}; }

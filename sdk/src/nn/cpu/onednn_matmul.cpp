@@ -95,26 +95,20 @@ std::string onednn_matmul_accepts(const MatmulProblem& p) {
 
 void onednn_matmul(const MatmulProblem& p, const float* a, const float* w, const float* bias,
                    float* c) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, Cached> cache;
+  // Per thread: a oneDNN primitive must run on the thread that created it and never on two
+  // threads at once (library scratchpad; see Note [Primitive cache] in conv_dnnl.hpp).
+  thread_local std::unordered_map<std::string, Cached> cache;
   const double flops = 2.0 * static_cast<double>(p.B) * p.M * p.N * p.K;
   const OmpThreads threads(flops < kSmallFlops ? 1 : omp_get_max_threads());
   const std::string key = key_of(p, omp_get_max_threads());
   Cached entry;
-  {
-    std::lock_guard lock(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) {
-      entry = it->second;
-    }
-  }
+  if (auto it = cache.find(key); it != cache.end()) entry = it->second;
   if (!entry.prim) {
     try {
       entry = build(p);
     } catch (const dnnl::error& e) {
       BH_THROW(Unsupported, "oneDNN matmul refused problem {}: {}", key, e.what());
     }
-    std::lock_guard lock(mu);
     if (cache.size() >= kMaxEntries) cache.clear();
     cache.emplace(key, entry);
   }
