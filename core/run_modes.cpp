@@ -240,7 +240,14 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
       bus.mllog("POINT_IN_TIME", "global_batch_size",
                 info.global_batch_size > 0 ? info.global_batch_size : batch * where.world_size);
     if (!hyper.contains("gradient_accumulation_steps")) bus.mllog("POINT_IN_TIME", "gradient_accumulation_steps", 1);
-    for (auto it = hyper.begin(); it != hyper.end(); ++it) bus.mllog("POINT_IN_TIME", it.key(), it.value());
+    for (auto it = hyper.begin(); it != hyper.end(); ++it) {
+      if (it.key() == "weights_initialization" && it.value().is_array()) {  // see HyperValue
+        for (const auto& tensor : it.value())
+          bus.mllog("POINT_IN_TIME", "weights_initialization", nullptr, ordered_json{{"tensor", tensor}});
+        continue;
+      }
+      bus.mllog("POINT_IN_TIME", it.key(), it.value());
+    }
     bus.mllog("POINT_IN_TIME", "train_samples", info.samples_per_epoch);
     bus.mllog("POINT_IN_TIME", "eval_samples", info.eval_samples);
     w.synchronize();

@@ -388,6 +388,10 @@ RunInfo ResNetWorkload::setup(const RunContext& ctx) {
     hyper_.emplace_back("sgd_opt_momentum", momentum_d);
     hyper_.emplace_back("sgd_opt_nesterov", get_bool(o, "nesterov"));
   }
+  // closed_resnet.yaml: one weights_initialization event per tensor, under MLPerf's names.
+  std::vector<std::string> initialized;
+  for (auto* p : model_->parameters()) initialized.push_back(ResNet::mlperf_tensor_name(p->name));
+  hyper_.emplace_back("weights_initialization", std::move(initialized));
 
   RunInfo info;
   info.samples_per_epoch = train_size;

@@ -81,6 +81,10 @@ TEST(ResNet50Mini, ReachesTargetOnFashionMnist) {
     for (const char* key : {"\"opt_name\"", "\"sgd_opt_base_learning_rate\"", "\"eval_accuracy\"",
                             "\"global_batch_size\"", "\"run_stop\""})
       EXPECT_NE(mls.str().find(key), std::string::npos) << key;
+    // One weights_initialization event per tensor, tensor named in the metadata.
+    EXPECT_NE(mls.str().find("\"key\": \"weights_initialization\", \"value\": null, \"metadata\": {\"file\""),
+              std::string::npos);
+    EXPECT_NE(mls.str().find("\"tensor\": \"conv0_weight\""), std::string::npos);
     fs::remove_all(out);
     return;
   }

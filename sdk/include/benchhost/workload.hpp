@@ -131,8 +131,12 @@ struct EvalResult {
   std::int64_t samples = 0;
 };
 
-/// MLLOG hyperparameter values keep their JSON type.
-using HyperValue = std::variant<std::int64_t, double, std::string, bool>;
+/// MLLOG hyperparameter values keep their JSON type; lists become JSON arrays.
+/// One key is special: "weights_initialization", a list of tensor names, which the host logs as
+/// one weights_initialization event per tensor with metadata {"tensor": name} (the form the
+/// closed resnet rules check) instead of as a hyperparameter.
+using HyperValue = std::variant<std::int64_t, double, std::string, bool, std::vector<double>,
+                                std::vector<std::string>>;
 using Hyperparameters = std::vector<std::pair<std::string, HyperValue>>;
 std::string hyperparameters_to_json(const Hyperparameters& h);
 
