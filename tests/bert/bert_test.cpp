@@ -121,33 +121,14 @@ TEST(BertModes, SyntheticTrainAndInferAtAnySize) {
 
 TEST(BertMini, ReachesTheTargetFromAFixedSeed) {
   if (text::default_kjv_path().empty()) GTEST_SKIP() << "bible-kjv-text is not installed";
-  const bool verbose = std::getenv("BH_VERBOSE") != nullptr;
   bert::BertWorkload w;
   const RunInfo info = w.setup(mini_context());
   const double baseline = w.majority_baseline(), target = w.metric_target();
   std::printf("bert mini: most-frequent-token masked-LM accuracy %.4f, target %.4f\n", baseline, target);
   ASSERT_GT(target, 2 * baseline) << "the target must be well above predicting the most frequent token";
-  // A bound on the test's run time whatever happens: about twice what the target needs.
-  const std::int64_t kSampleBudget = std::getenv("BH_MINI_BUDGET") ? std::atoll(std::getenv("BH_MINI_BUDGET")) : 16000;
-  std::int64_t samples = 0, next_eval = info.eval_every_samples;
-  double metric = 0;
-  bool reached = false;
-  for (std::int64_t epoch = 0; epoch < info.max_epochs && !reached; ++epoch) {
-    w.begin_epoch(epoch);
-    for (std::int64_t done = 0; done < info.samples_per_epoch && !reached && samples < kSampleBudget;) {
-      const StepResult r = w.train_step();
-      done += r.samples;
-      samples += r.samples;
-      ASSERT_TRUE(std::isfinite(r.loss));
-      if (samples >= next_eval) {
-        next_eval += info.eval_every_samples;
-        metric = w.evaluate().metric;
-        reached = metric >= target;
-        if (verbose) std::printf("  samples %lld train loss %.4f eval acc %.4f\n", static_cast<long long>(samples), r.loss, metric), std::fflush(stdout);
-      }
-    }
-  }
-  std::printf("bert mini: masked-LM accuracy %.4f after %lld samples (target %.4f)\n", metric,
-              static_cast<long long>(samples), target);
-  EXPECT_TRUE(reached);
+  const auto run = test_support::train_to_target(w, info, target, /*higher_is_better=*/true);
+  ASSERT_TRUE(run.finite_loss);
+  std::printf("bert mini: masked-LM accuracy %.4f after %lld samples (target %.4f)\n", run.metric,
+              static_cast<long long>(run.samples), target);
+  EXPECT_TRUE(run.reached);
 }

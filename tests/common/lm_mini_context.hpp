@@ -3,6 +3,8 @@
 // it: the config file's values, the data folder moved under the build tree (its name encodes the
 // build options), explicit overrides, and a calibration aid:
 // BH_MINI_OVERRIDES="lr=0.01,warmup-steps=5" replaces config values when no overrides are given.
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -36,6 +38,45 @@ inline RunContext lm_mini_context(const std::string& plugin,
   ctx.num_threads = 2;
   ctx.options = Options(plugin, values);
   return ctx;
+}
+
+/// The host's time-to-train loop in miniature: train epoch by epoch, evaluate every
+/// info.eval_every_samples, stop at the target or after a sample budget (BH_MINI_BUDGET, default
+/// 16000: about twice what the mini targets need). BH_VERBOSE prints each evaluation.
+struct MiniRun {
+  double metric = NAN;
+  std::int64_t samples = 0;
+  bool reached = false;
+  bool finite_loss = true;  ///< false: a training loss was NaN/Inf and the run stopped there
+};
+
+inline MiniRun train_to_target(Workload& w, const RunInfo& info, double target, bool higher_is_better) {
+  const bool verbose = std::getenv("BH_VERBOSE") != nullptr;
+  const std::int64_t budget = std::getenv("BH_MINI_BUDGET") ? std::atoll(std::getenv("BH_MINI_BUDGET")) : 16000;
+  MiniRun run;
+  std::int64_t next_eval = info.eval_every_samples;
+  for (std::int64_t epoch = 0; epoch < info.max_epochs && !run.reached; ++epoch) {
+    w.begin_epoch(epoch);
+    for (std::int64_t done = 0; done < info.samples_per_epoch && !run.reached && run.samples < budget;) {
+      const StepResult r = w.train_step();
+      done += r.samples;
+      run.samples += r.samples;
+      if (!std::isfinite(r.loss)) {
+        run.finite_loss = false;
+        return run;
+      }
+      if (run.samples >= next_eval) {
+        next_eval += info.eval_every_samples;
+        run.metric = w.evaluate().metric;
+        run.reached = higher_is_better ? run.metric >= target : run.metric <= target;
+        if (verbose) {
+          std::printf("  samples %lld train loss %.4f eval %.4f\n", static_cast<long long>(run.samples), r.loss, run.metric);
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+  return run;
 }
 
 }  // namespace benchhost::test_support

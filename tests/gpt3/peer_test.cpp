@@ -12,38 +12,15 @@
 #include "benchhost/optim/optimizer.hpp"
 #include "benchhost/optim/schedule.hpp"
 #include "benchhost/random.hpp"
+#include "common/lm_peer.hpp"
 #include "model.hpp"
 
 using namespace benchhost;
 
 namespace {
 
-bool have_torch() {
-  return std::system("/usr/bin/python3 -c 'import torch' > /dev/null 2>&1") == 0;
-}
-
-std::vector<double> run_peer(const std::string& cmd) {
-  std::vector<double> out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return out;
-  std::string text;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p)) text += buf;
-  ::pclose(p);
-  const auto open = text.find('['), close = text.find(']');
-  if (open == std::string::npos || close == std::string::npos) {
-    ADD_FAILURE() << "peer printed: " << text;
-    return out;
-  }
-  std::string list = text.substr(open + 1, close - open - 1);
-  for (std::size_t pos = 0; pos < list.size();) {
-    std::size_t used = 0;
-    out.push_back(std::stod(list.substr(pos), &used));
-    pos += used;
-    while (pos < list.size() && (list[pos] == ',' || list[pos] == ' ')) ++pos;
-  }
-  return out;
-}
+using test_support::have_torch;
+using test_support::run_peer;
 
 }  // namespace
 

@@ -70,6 +70,29 @@ struct BlockCache {
   }
 };
 
+// The lock and cache plumbing both allocators share; subclasses implement allocate() and how
+// cached blocks go back to the system.
+class CachingAllocatorBase : public Allocator {
+ public:
+  void deallocate(void* ptr, std::size_t) noexcept override {
+    if (!ptr) return;
+    std::lock_guard lock(mu_);
+    cache_.give_back(ptr);
+  }
+  MemoryStats stats() const override {
+    std::lock_guard lock(mu_);
+    return cache_.stats;
+  }
+  void reset_peak() override {
+    std::lock_guard lock(mu_);
+    cache_.stats.peak_bytes = cache_.stats.current_bytes;
+  }
+
+ protected:
+  mutable std::mutex mu_;
+  BlockCache cache_;
+};
+
 // Note [Caching allocator]
 // cudaMalloc and cudaFree synchronise the device and cost tens of microseconds, far too much for
 // the per-step activations of a training loop. Freed blocks are kept in a size-ordered free list
@@ -78,7 +101,7 @@ struct BlockCache {
 // workloads here allocate the same shapes every step, so reuse is near perfect after step one.
 // On cudaMalloc failure the cache is returned to the driver and the allocation retried once;
 // if that fails too, OutOfMemory carries the requested size and the allocator's figures.
-class CudaCachingAllocator final : public Allocator {
+class CudaCachingAllocator final : public CachingAllocatorBase {
  public:
   explicit CudaCachingAllocator(int device) : device_(device) {}
   ~CudaCachingAllocator() override = default;  // the driver reclaims memory at exit
@@ -114,20 +137,6 @@ class CudaCachingAllocator final : public Allocator {
     return p;
   }
 
-  void deallocate(void* ptr, std::size_t) noexcept override {
-    if (!ptr) return;
-    std::lock_guard lock(mu_);
-    cache_.give_back(ptr);
-  }
-
-  MemoryStats stats() const override {
-    std::lock_guard lock(mu_);
-    return cache_.stats;
-  }
-  void reset_peak() override {
-    std::lock_guard lock(mu_);
-    cache_.stats.peak_bytes = cache_.stats.current_bytes;
-  }
   void empty_cache() override {
     std::lock_guard lock(mu_);
     release_cached_locked();
@@ -149,13 +158,11 @@ class CudaCachingAllocator final : public Allocator {
   }
 
   int device_;
-  mutable std::mutex mu_;
-  BlockCache cache_;
 };
 
 // Page-locked host memory for H2D copies that overlap compute. Cached like device blocks, since
 // cudaHostAlloc is even slower than cudaMalloc.
-class PinnedHostAllocator final : public Allocator {
+class PinnedHostAllocator final : public CachingAllocatorBase {
  public:
   void* allocate(std::size_t bytes) override {
     if (bytes == 0) bytes = 1;
@@ -171,27 +178,10 @@ class PinnedHostAllocator final : public Allocator {
     cache_.add_fresh(p, bytes);
     return p;
   }
-  void deallocate(void* ptr, std::size_t) noexcept override {
-    if (!ptr) return;
-    std::lock_guard lock(mu_);
-    cache_.give_back(ptr);
-  }
-  MemoryStats stats() const override {
-    std::lock_guard lock(mu_);
-    return cache_.stats;
-  }
-  void reset_peak() override {
-    std::lock_guard lock(mu_);
-    cache_.stats.peak_bytes = cache_.stats.current_bytes;
-  }
   void empty_cache() override {
     std::lock_guard lock(mu_);
     cache_.release([](void* p) { cudaFreeHost(p); });
   }
-
- private:
-  mutable std::mutex mu_;
-  BlockCache cache_;
 };
 
 std::string version_str(int v, int major_div, int minor_div, int minor_mod) {
