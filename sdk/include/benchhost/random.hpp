@@ -13,19 +13,26 @@
 #include <cmath>
 #include <cstdint>
 
+/// Functions usable from CUDA device code too (dropout kernels reproduce CPU masks bit for bit).
+#if defined(__CUDACC__)
+#define BH_HOST_DEVICE __host__ __device__
+#else
+#define BH_HOST_DEVICE
+#endif
+
 namespace benchhost {
 
 /// Mix a 64-bit value (splitmix64 finaliser): derive sub-seeds, e.g. mix(seed ^ mix(epoch)).
-constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
+BH_HOST_DEVICE constexpr std::uint64_t mix64(std::uint64_t x) noexcept {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
 
-/// Philox4x32-10: 4 x 32-bit outputs per (key, counter).
-inline std::array<std::uint32_t, 4> philox4x32(std::uint64_t key, std::uint64_t counter_hi,
-                                               std::uint64_t counter_lo) noexcept {
+/// Philox4x32-10 into out[0..3]: 4 x 32-bit outputs per (key, counter). Host and device.
+BH_HOST_DEVICE inline void philox4x32_into(std::uint64_t key, std::uint64_t counter_hi,
+                                           std::uint64_t counter_lo, std::uint32_t out[4]) noexcept {
   std::uint32_t k0 = static_cast<std::uint32_t>(key), k1 = static_cast<std::uint32_t>(key >> 32);
   std::uint32_t c0 = static_cast<std::uint32_t>(counter_lo), c1 = static_cast<std::uint32_t>(counter_lo >> 32);
   std::uint32_t c2 = static_cast<std::uint32_t>(counter_hi), c3 = static_cast<std::uint32_t>(counter_hi >> 32);
@@ -41,7 +48,18 @@ inline std::array<std::uint32_t, 4> philox4x32(std::uint64_t key, std::uint64_t 
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  return {c0, c1, c2, c3};
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
+
+/// Philox4x32-10: 4 x 32-bit outputs per (key, counter).
+inline std::array<std::uint32_t, 4> philox4x32(std::uint64_t key, std::uint64_t counter_hi,
+                                               std::uint64_t counter_lo) noexcept {
+  std::array<std::uint32_t, 4> out;
+  philox4x32_into(key, counter_hi, counter_lo, out.data());
+  return out;
 }
 
 /// A stream of random numbers for one (seed, stream id). Cheap to construct; not thread-safe

@@ -15,6 +15,7 @@
 // bad configuration surfaces as a benchhost::Error naming the kernel, not as a later sticky
 // error in an unrelated call.
 
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -27,6 +28,16 @@
 #include "cuda/cuda_check.hpp"
 
 #define BH_CHECK_CUDA_LAUNCH(what) BH_CHECK_CUDA(::benchhost::nn::cuda::launch_status(what))
+
+/// Throw a benchhost::Error naming the failing cuBLAS/cuBLASLt call and its status.
+#define BH_CHECK_CUBLAS(call)                                                                  \
+  do {                                                                                         \
+    cublasStatus_t bh_st_ = (call);                                                            \
+    if (bh_st_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                                          \
+      throw ::benchhost::Error(::fmt::format("{} failed: {} ({})", #call,                      \
+                                             cublasLtGetStatusString(bh_st_),                  \
+                                             cublasLtGetStatusName(bh_st_)), __FILE__, __LINE__); \
+  } while (0)
 
 namespace benchhost::nn::cuda {
 
@@ -71,5 +82,68 @@ inline std::string accept_cuda_f32(const OpCall& c) {
 
 /// Rows of a tensor viewed as [rows, last dim].
 inline std::int64_t rows_of(const Tensor& t) { return t.dim() == 0 ? 1 : t.numel() / t.size(-1); }
+
+// ---- cuBLASLt ----------------------------------------------------------------------------------
+
+/// The calling thread's cuBLASLt handle and matmul workspace for one device, created on first
+/// use and kept for the thread's lifetime (handles are not shared between threads, so no lock
+/// is held while a matmul is enqueued). Defined in matmul.cpp.
+struct CublasLtContext {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+};
+CublasLtContext& cublaslt_context(int device);
+
+/// One batched row-major GEMM for cuBLASLt: c[b] = alpha * a[b] @ w[b] (+ beta * c[b]) (+ bias)
+/// (then relu). Strides in elements; a batch stride of 0 broadcasts that operand. a: [B, M, K],
+/// w: [B, K, N], c: [B, M, N] with unit stride along N. Each of a and w needs a unit stride in
+/// one of its two matrix dims (a transpose view is fine). Defined in matmul.cpp.
+struct GemmProblem {
+  std::int64_t B = 1, M = 0, N = 0, K = 0;
+  std::int64_t a_sb = 0, a_sm = 0, a_sk = 0;
+  std::int64_t w_sb = 0, w_sk = 0, w_sn = 0;
+  std::int64_t c_sb = 0, c_sm = 0;
+  DType a_type = DType::f32, w_type = DType::f32, c_type = DType::f32;
+  float alpha = 1.0f, beta = 0.0f;
+  const float* bias = nullptr;  ///< f32 [N] added to every row (cuBLASLt bias epilogue), or null
+  bool relu = false;            ///< relu after the bias (epilogue)
+};
+/// "" when gemm() can run `p` (dtypes and strides cuBLASLt takes), else the reason.
+std::string gemm_accepts(const GemmProblem& p);
+/// Enqueue p on op_stream() of `device`. f32 inputs use TF32 tensor cores iff tf32_enabled().
+void gemm(const GemmProblem& p, const void* a, const void* w, void* c, int device);
+
+// ---- device-side helpers (kernels only) --------------------------------------------------------
+
+#if defined(__CUDACC__)
+/// Reduce v over each group of kThreads consecutive threads of a 1-D block (kThreads a multiple
+/// of 32 dividing blockDim.x, at most 1024); every thread of the group gets the result, in the
+/// same fixed order on every run (deterministic). For kThreads > 32 every thread of the block
+/// must call it (it synchronises the block); scratch: shared memory of blockDim.x / 32 values.
+template <int kThreads, class T, class Op>
+__device__ __forceinline__ T group_reduce(T v, Op op, T* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if constexpr (kThreads == 32) {
+    return v;
+  } else {
+    const int warp = static_cast<int>(threadIdx.x) / 32;
+    if (threadIdx.x % 32 == 0) scratch[warp] = v;
+    __syncthreads();
+    const int first = (static_cast<int>(threadIdx.x) / kThreads) * (kThreads / 32);
+    T r = scratch[first];
+    for (int w = 1; w < kThreads / 32; ++w) r = op(r, scratch[first + w]);
+    __syncthreads();
+    return r;
+  }
+}
+struct SumOp {
+  template <class T>
+  __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return b > a ? b : a; }
+};
+#endif
 
 }  // namespace benchhost::nn::cuda

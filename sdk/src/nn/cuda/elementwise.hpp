@@ -1,0 +1,15 @@
+#pragma once
+// Host-side launchers of elementwise CUDA kernels (elementwise.cu) that other CUDA op files
+// compose with (linear runs activations its GEMM epilogue does not have). All enqueue on
+// op_stream() and check the launch.
+
+#include <cstdint>
+
+#include "benchhost/nn/ops.hpp"
+
+namespace benchhost::nn::cuda {
+
+/// y[i] = act(x[i]) for i < n (y may alias x), f32 on the current device.
+void activation_forward_f32(Activation act, const float* x, float* y, std::int64_t n);
+
+}  // namespace benchhost::nn::cuda
