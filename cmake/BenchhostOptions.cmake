@@ -40,6 +40,11 @@ if(NOT BENCHHOST_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_ARCHITECTURES 90 CACHE STRING "CUDA architectures (Hopper)")
     set(CMAKE_CUDA_STANDARD 20)
     enable_language(CUDA)
+    # CMake before 3.26 does not know nvcc's C++20 flag (nvcc >= 12 has it).
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
     message(STATUS "benchhost: CUDA ${CUDAToolkit_VERSION} with cuDNN ${BENCHHOST_CUDNN_LIBRARY}")
   elseif(BENCHHOST_CUDA STREQUAL "ON")
     message(FATAL_ERROR "BENCHHOST_CUDA=ON but no CUDA toolkit with cuDNN was found "
