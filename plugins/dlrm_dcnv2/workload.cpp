@@ -105,6 +105,7 @@ WorkloadInfo DlrmWorkload::describe() {
       {"learning-rate", "float", "0.005", "Adagrad learning rate (constant, as MLPerf requires)"},
       {"evals-per-epoch", "int", "20", "evaluations per epoch"},
       {"max-epochs", "int", "1", "epoch limit"},
+      {"target", "float", "0.80275", "validation AUC target of time-to-train (MLPerf: 0.80275)"},
       {"generate", "bool", "false", "fill a missing data-dir with the planted-teacher generator"},
       {"gen-days", "int", "2", "generator: training days"},
       {"gen-rows-per-day", "int", "100000", "generator: samples per training day"},
@@ -158,6 +159,9 @@ RunInfo DlrmWorkload::setup(const RunContext& ctx) {
   learning_rate_ = static_cast<float>(o.has("learning-rate") ? o.get_float("learning-rate") : 0.005);
   evals_per_epoch_ = static_cast<int>(opt_int("evals-per-epoch", 20));
   max_epochs_ = static_cast<int>(opt_int("max-epochs", 1));
+  target_ = o.has("target") ? o.get_float("target") : 0.80275;
+  BH_CHECK_AS(InvalidArgument, target_ > 0.5 && target_ < 1.0,
+              "dlrm_dcnv2.target {} must be an AUC in (0.5, 1)", target_);
   BH_CHECK_AS(InvalidArgument, eval_batch_size_ > 0 && evals_per_epoch_ >= 0 && max_epochs_ >= 1,
               "dlrm_dcnv2: need eval-batch-size > 0, evals-per-epoch >= 0, max-epochs >= 1");
 
@@ -242,6 +246,7 @@ RunInfo DlrmWorkload::setup(const RunContext& ctx) {
   info.samples_per_epoch = train_size_;
   info.global_batch_size = global_batch_;
   info.max_epochs = max_epochs_;
+  info.metric_target = target_;  // the config's target (mini: from the teacher), see plugin_abi.h
   if (evals_per_epoch_ > 0) {
     const std::int64_t steps = train_size_ / global_batch_;
     info.eval_every_samples = std::max<std::int64_t>(1, steps / evals_per_epoch_) * global_batch_;

@@ -67,6 +67,7 @@ class DlrmWorkload : public benchhost::Workload {
   float learning_rate_ = 0;
   int evals_per_epoch_ = 20;
   int max_epochs_ = 1;
+  double target_ = 0.80275;  ///< validation AUC target (dlrm_dcnv2.target)
   double teacher_auc_ = 0;
 };
 

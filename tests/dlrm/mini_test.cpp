@@ -40,7 +40,7 @@ TEST(DlrmMini, ReachesTargetThroughTheHost) {
                          e.at("metric").get<double>());
   EXPECT_EQ(r.at("status"), "PASSED") << r.value("message", "") << "\n" << evals;
   EXPECT_TRUE(ttt.at("converged").get<bool>()) << evals;
-  EXPECT_GE(ttt.at("final_metric").get<double>(), 0.80275) << evals;
+  EXPECT_GE(ttt.at("final_metric").get<double>(), 0.87) << evals;  // mini.conf's target
   EXPECT_LE(ttt.at("epochs").get<int>(), 1);
 
   // The MLLOG carries the MLPerf DLRM-DCNv2 keys the compliance checker looks for.
