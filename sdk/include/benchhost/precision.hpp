@@ -45,6 +45,7 @@
 
 #include "benchhost/device.hpp"
 #include "benchhost/dtype.hpp"
+#include "benchhost/nn/math_mode.hpp"
 #include "benchhost/nn/module.hpp"
 
 namespace benchhost {
@@ -137,6 +138,13 @@ class PrecisionPolicy {
   std::string describe() const;
   /// A table of the decisions, one line per op class, for logs and --verbose.
   std::string table() const;
+  /// The policy's arithmetic mode for the calling thread while the returned scope lives
+  /// (Note [Math modes]): TF32 tensor-core math on for tf32, explicitly off for every other
+  /// policy (so an fp32 run is true fp32 even inside a tf32 caller); the previous mode comes
+  /// back when the scope ends. Hold it on the thread that runs the step:
+  ///   auto math = policy.math_scope();  // then forward/backward/optimizer
+  /// On CPU it only sets the flag (CPU ops ignore it; a CPU tf32 policy cannot be created).
+  nn::Tf32Scope math_scope() const { return nn::Tf32Scope(op(OpClass::matmul).tf32); }
 
  private:
   Precision precision_ = Precision::fp32;
@@ -183,7 +191,8 @@ class Fp8DelayedScaling {
 /// as on a GPU. Throws InvalidArgument for a non-f32 tensor or a non-floating storage type.
 void round_to_storage(Tensor& t, DType storage);
 
-/// True if every gradient (only the sparse_rows for sparse parameters) is finite.
+/// True if every gradient (only the sparse_rows for sparse parameters) is finite. CPU or CUDA
+/// gradients ("multi_tensor_scale_check" per device; one 4-byte copy back per CUDA device).
 bool grads_finite(const std::vector<nn::Parameter*>& params);
 
 /// Dynamic loss scaling for fp16 training.
@@ -196,6 +205,9 @@ bool grads_finite(const std::vector<nn::Parameter*>& params);
 /// updates the scale: on overflow scale *= backoff (not below min_scale), the step is counted
 /// as skipped and false is returned (the caller must not apply it; the gradients are garbage);
 /// after growth_interval consecutive clean steps scale *= growth (not above max_scale).
+/// Gradients may live on the CPU or on CUDA devices: unscaling and the Inf/NaN check are one
+/// fused multi-tensor op per device ("multi_tensor_scale_check") whose found_inf flag stays on
+/// the device; reading it is the one small device-to-host copy (and sync) per step.
 class DynamicLossScaler {
  public:
   explicit DynamicLossScaler(LossScaleOptions options = {});

@@ -7,6 +7,8 @@
 #include <regex>
 
 #include "benchhost/error.hpp"
+#include "benchhost/nn/registry.hpp"
+#include "optim/multi_tensor.hpp"
 #include "optim/parallel.hpp"
 
 namespace benchhost {
@@ -323,34 +325,30 @@ void round_to_storage(Tensor& t, DType storage) {
 
 namespace {
 
-// Multiply every meaningful gradient element by `mul` (skipped when mul == 1) and count the
-// non-finite ones.
-double scale_and_count_nonfinite(const std::vector<nn::Parameter*>& params, float mul,
-                                 const char* what) {
-  double bad = 0;
-  for (auto* p : params) {
-    optim::detail::check_cpu_f32_parameter(*p, what, true, true);
-    float* g = p->grad.data<float>();
-    bad += optim::detail::grad_span_sum<1>(*p, [&](std::int64_t b, std::int64_t e) {
-      if (mul != 1.0f)
-        for (std::int64_t k = b; k < e; ++k) g[k] *= mul;
-      // Inf/NaN: all exponent bits set. Integer test, so the loop vectorises.
-      std::int64_t n = 0;
-      for (std::int64_t k = b; k < e; ++k) {
-        std::uint32_t bits;
-        std::memcpy(&bits, &g[k], sizeof bits);
-        n += (bits & 0x7f800000u) == 0x7f800000u;
-      }
-      return std::array<double, 1>{static_cast<double>(n)};
-    })[0];
+// Multiply every meaningful gradient element by `mul` and report whether any is Inf/NaN: one
+// "multi_tensor_scale_check" op per device; the found_inf flag stays on the device until this
+// reads it (one 4-byte copy per CUDA device and step).
+bool scale_and_check_finite(const std::vector<nn::Parameter*>& params, float mul, const char* what) {
+  for (auto* p : params) optim::detail::check_f32_parameter(*p, what, true, true);
+  std::vector<Tensor> flags;
+  for (const auto& g : optim::detail::group_by_device(params)) {
+    nn::OpCall c;
+    c.inputs.push_back(Tensor::full({1}, mul, DType::f32, g.device));
+    for (std::size_t i : g.index) c.inputs.push_back(optim::detail::rows_on(*params[i], g.device));
+    for (std::size_t i : g.index) c.outputs.push_back(params[i]->grad);
+    c.outputs.push_back(Tensor::zeros({1}, DType::f32, g.device));
+    nn::dispatch(optim::detail::kScaleCheckOp, c);
+    flags.push_back(c.outputs.back());
   }
-  return bad;
+  bool finite = true;
+  for (const Tensor& f : flags) finite &= f.to(Device::cpu()).item({0}) == 0.0;
+  return finite;
 }
 
 }  // namespace
 
 bool grads_finite(const std::vector<nn::Parameter*>& params) {
-  return scale_and_count_nonfinite(params, 1.0f, "grads_finite") == 0.0;
+  return scale_and_check_finite(params, 1.0f, "grads_finite");
 }
 
 DynamicLossScaler::DynamicLossScaler(LossScaleOptions o) : opt_(o), scale_(o.init_scale) {
@@ -365,7 +363,7 @@ DynamicLossScaler::DynamicLossScaler(LossScaleOptions o) : opt_(o), scale_(o.ini
 }
 
 bool DynamicLossScaler::unscale(const std::vector<nn::Parameter*>& params) const {
-  return scale_and_count_nonfinite(params, 1.0f / scale_, "loss scaler") == 0.0;
+  return scale_and_check_finite(params, 1.0f / scale_, "loss scaler");
 }
 
 bool DynamicLossScaler::update(bool found_overflow) {

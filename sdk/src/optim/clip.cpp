@@ -3,19 +3,36 @@
 #include <cmath>
 
 #include "benchhost/error.hpp"
+#include "benchhost/nn/registry.hpp"
+#include "optim/multi_tensor.hpp"
 #include "optim/parallel.hpp"
 
 namespace benchhost::optim {
 
+namespace {
+
+// Per-parameter sums of squares of the meaningful gradient elements, one multi-tensor op per
+// device (one small device-to-host copy per CUDA device).
+std::vector<double> grad_sum_squares(const std::vector<nn::Parameter*>& params) {
+  for (auto* p : params) detail::check_f32_parameter(*p, "global_grad_norm", true, true);
+  std::vector<double> sums(params.size(), 0.0);
+  for (const auto& g : detail::group_by_device(params)) {
+    nn::OpCall c;
+    for (std::size_t i : g.index) c.inputs.push_back(params[i]->grad);
+    for (std::size_t i : g.index) c.inputs.push_back(detail::rows_on(*params[i], g.device));
+    c.outputs.push_back(Tensor::zeros({static_cast<std::int64_t>(g.index.size())}, DType::f64, g.device));
+    nn::dispatch(detail::kSumSqOp, c);
+    const Tensor host = c.outputs[0].device().is_cpu() ? c.outputs[0] : c.outputs[0].to(Device::cpu());
+    for (std::size_t k = 0; k < g.index.size(); ++k) sums[g.index[k]] = host.data<double>()[k];
+  }
+  return sums;
+}
+
+}  // namespace
+
 float global_grad_norm(const std::vector<nn::Parameter*>& params) {
   double total = 0.0;
-  for (auto* p : params) {
-    detail::check_cpu_f32_parameter(*p, "global_grad_norm", true, true);
-    const float* g = p->grad.data<float>();
-    total += detail::grad_span_sum<1>(*p, [&](std::int64_t b, std::int64_t e) {
-      return std::array<double, 1>{detail::sum_squares(g + b, e - b)};
-    })[0];
-  }
+  for (double s : grad_sum_squares(params)) total += s;  // parameter order: deterministic
   return static_cast<float>(std::sqrt(total));
 }
 
@@ -25,11 +42,13 @@ float clip_grad_norm(const std::vector<nn::Parameter*>& params, float max_norm) 
   const float norm = global_grad_norm(params);
   if (!std::isfinite(norm) || norm <= max_norm) return norm;
   const float coef = max_norm / (norm + 1e-6f);
-  for (auto* p : params) {
-    float* g = p->grad.data<float>();
-    detail::for_each_grad_span(*p, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t k = b; k < e; ++k) g[k] *= coef;
-    });
+  for (const auto& g : detail::group_by_device(params)) {
+    nn::OpCall c;
+    c.inputs.push_back(Tensor::full({1}, coef, DType::f32, g.device));
+    for (std::size_t i : g.index) c.inputs.push_back(detail::rows_on(*params[i], g.device));
+    for (std::size_t i : g.index) c.outputs.push_back(params[i]->grad);
+    c.outputs.push_back(Tensor::zeros({1}, DType::f32, g.device));  // finiteness: not needed here
+    nn::dispatch(detail::kScaleCheckOp, c);
   }
   return norm;
 }

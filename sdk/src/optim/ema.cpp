@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "benchhost/error.hpp"
+#include "benchhost/nn/registry.hpp"
+#include "optim/multi_tensor.hpp"
 #include "optim/parallel.hpp"
 
 namespace benchhost::optim {
@@ -13,7 +15,7 @@ Ema::Ema(std::vector<nn::Parameter*> params, float decay, bool warmup)
               "ema: decay must be in [0, 1), got {}", decay);
   shadow_.reserve(params_.size());
   for (auto* p : params_) {
-    detail::check_cpu_f32_parameter(*p, "ema", /*need_grad=*/false, false);
+    detail::check_f32_parameter(*p, "ema", /*need_grad=*/false, false);
     shadow_.push_back(p->value.clone());
   }
 }
@@ -25,18 +27,24 @@ void Ema::update() {
   float d = decay_;
   if (warmup_) d = std::min(d, static_cast<float>(1.0 + num_updates_) / static_cast<float>(10.0 + num_updates_));
   last_decay_ = d;
-  const float keep = d, take = 1.0f - d;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    const float* w = params_[i]->value.data<float>();
-    float* s = shadow_[i].data<float>();
-    detail::parallel_chunks(shadow_[i].numel(), [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t k = b; k < e; ++k) s[k] = keep * s[k] + take * w[k];
-    });
+  for (const auto& g : detail::group_by_device(params_)) {
+    nn::OpCall c;
+    for (std::size_t i : g.index) c.inputs.push_back(params_[i]->value);
+    for (std::size_t i : g.index) c.outputs.push_back(shadow_[i]);
+    c.attrs.set("decay", d);
+    nn::dispatch(detail::kLerpOp, c);
   }
 }
 
 void Ema::swap() {
   for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (!shadow_[i].device().is_cpu()) {
+      // Device tensors: three device-to-device copies through a scratch tensor.
+      Tensor live = params_[i]->value.clone();
+      params_[i]->value.copy_(shadow_[i]);
+      shadow_[i].copy_(live);
+      continue;
+    }
     float* w = params_[i]->value.data<float>();
     float* s = shadow_[i].data<float>();
     detail::parallel_chunks(shadow_[i].numel(), [&](std::int64_t b, std::int64_t e) {

@@ -1,6 +1,6 @@
-// CPU fp32 optimizers. Each update is a plain element loop over [begin, end) spans that the
-// compiler vectorises (no branches inside the loop bodies: decisions are hoisted per tensor);
-// spans come from for_each_grad_span (whole tensor in chunks, or the sparse rows).
+// fp32 optimizers. update() validates the parameters, groups them by device and hands each
+// group to the optimizer's multi-tensor op (Note [Multi-tensor optimizer ops]): the CPU
+// implementation in nn/cpu/optim_multi.cpp, the fused CUDA one in nn/cuda/optim_multi.cu.
 #include "benchhost/optim/optimizer.hpp"
 
 #include <algorithm>
@@ -12,20 +12,22 @@
 
 #include "benchhost/error.hpp"
 #include "benchhost/optim/schedule.hpp"
+#include "benchhost/nn/registry.hpp"
+#include "optim/multi_tensor.hpp"
 #include "optim/parallel.hpp"
 
 namespace benchhost::optim {
 
 namespace detail {
 
-void check_cpu_f32_parameter(const nn::Parameter& p, const char* what, bool need_grad,
-                             bool allow_sparse_rows) {
+void check_f32_parameter(const nn::Parameter& p, const char* what, bool need_grad,
+                         bool allow_sparse_rows) {
   const std::string& n = p.name;
   BH_CHECK_AS(InvalidArgument, p.value.defined(), "{}: parameter '{}' has no value", what, n);
-  if (!p.value.device().is_cpu())
-    BH_THROW(Unsupported, "{}: parameter '{}' is on {}; only CPU updates are built in this "
-             "version (the fused multi-tensor CUDA updates are not implemented yet)",
-             what, n, p.value.device().str());
+  const Device dev = p.value.device();
+  if (!dev.is_cpu() && !dev.is_cuda())
+    BH_THROW(Unsupported, "{}: parameter '{}' is on {}; optimizer updates exist for cpu and cuda "
+             "tensors", what, n, dev.str());
   BH_CHECK_AS(InvalidArgument, p.value.dtype() == DType::f32,
               "{}: parameter '{}' is {}, expected f32 master weights (precision.hpp)", what, n,
               dtype_name(p.value.dtype()));
@@ -34,22 +36,23 @@ void check_cpu_f32_parameter(const nn::Parameter& p, const char* what, bool need
   if (!need_grad) return;
   BH_CHECK_AS(InvalidArgument, p.grad.defined(), "{}: parameter '{}' has no gradient", what, n);
   BH_CHECK_AS(InvalidArgument, p.grad.shape() == p.value.shape() && p.grad.dtype() == DType::f32 &&
-              p.grad.device().is_cpu() && p.grad.is_contiguous(),
-              "{}: gradient of '{}' is {}, expected a contiguous f32 CPU tensor of shape {}", what,
-              n, p.grad.describe(), shape_str(p.value.shape()));
+              p.grad.device() == dev && p.grad.is_contiguous(),
+              "{}: gradient of '{}' is {}, expected a contiguous f32 {} tensor of shape {}", what,
+              n, p.grad.describe(), dev.str(), shape_str(p.value.shape()));
   if (!p.sparse_rows.defined()) return;
   BH_CHECK_AS(InvalidArgument, allow_sparse_rows,
               "{}: parameter '{}' has a sparse-rows gradient, which {} does not support (its "
               "update needs the whole tensor); use adagrad or sgd for embedding tables", what, n,
               what);
   const Tensor& r = p.sparse_rows;
-  BH_CHECK_AS(InvalidArgument, r.dtype() == DType::i64 && r.dim() == 1 && r.device().is_cpu() &&
-              r.is_contiguous() && p.value.dim() >= 1,
-              "{}: sparse_rows of '{}' is {}, expected a contiguous 1-d i64 CPU tensor (and a "
-              "parameter with at least one dimension)", what, n, r.describe());
+  BH_CHECK_AS(InvalidArgument, r.dtype() == DType::i64 && r.dim() == 1 && r.is_contiguous() &&
+              (r.device().is_cpu() || r.device() == dev) && p.value.dim() >= 1,
+              "{}: sparse_rows of '{}' is {}, expected a contiguous 1-d i64 tensor on the cpu or "
+              "on {} (and a parameter with at least one dimension)", what, n, r.describe(), dev.str());
+  const Tensor host = r.device().is_cpu() ? r : r.to(Device::cpu());
   const std::int64_t rows = p.value.size(0);
-  const std::int64_t* idx = r.data<std::int64_t>();
-  std::vector<std::int64_t> sorted(idx, idx + r.numel());
+  const std::int64_t* idx = host.data<std::int64_t>();
+  std::vector<std::int64_t> sorted(idx, idx + host.numel());
   tbb::parallel_sort(sorted.begin(), sorted.end());
   for (std::size_t i = 0; i < sorted.size(); ++i) {
     BH_CHECK_AS(InvalidArgument, sorted[i] >= 0 && sorted[i] < rows,
@@ -60,10 +63,27 @@ void check_cpu_f32_parameter(const nn::Parameter& p, const char* what, bool need
   }
 }
 
+std::vector<DeviceGroup> group_by_device(const std::vector<nn::Parameter*>& params) {
+  std::vector<DeviceGroup> groups;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const Device d = params[i]->value.device();
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const DeviceGroup& g) { return g.device == d; });
+    if (it == groups.end()) {
+      groups.push_back({d, {}});
+      it = groups.end() - 1;
+    }
+    it->index.push_back(i);
+  }
+  return groups;
+}
+
+Tensor rows_on(const nn::Parameter& p, Device device) {
+  if (!p.sparse_rows.defined() || p.sparse_rows.device() == device) return p.sparse_rows;
+  return p.sparse_rows.to(device);
+}
+
 }  // namespace detail
 
-using detail::for_each_grad_span;
-using detail::grad_span_sum;
 
 // ---- Optimizer ----------------------------------------------------------------------------------
 
@@ -89,7 +109,7 @@ std::vector<Tensor>& Optimizer::add_state_slot(const std::string& slot, float in
 }
 
 void Optimizer::check_parameter(const nn::Parameter& p, bool allow_sparse_rows) const {
-  detail::check_cpu_f32_parameter(p, name(), /*need_grad=*/true, allow_sparse_rows);
+  detail::check_f32_parameter(p, name(), /*need_grad=*/true, allow_sparse_rows);
 }
 
 void Optimizer::step(float lr) {
@@ -145,13 +165,7 @@ void Optimizer::load_state(const std::vector<StateTensor>& saved) {
 
 namespace {
 
-// Parallel over parameters; each parameter's spans are parallel again (oneTBB nests).
-template <class F>
-void for_each_param(std::size_t n, F&& f) {
-  tbb::parallel_for(std::size_t{0}, n, [&](std::size_t i) { f(i); });
-}
-
-float wd_for(const nn::Parameter& p, float wd) { return p.weight_decay ? wd : 0.0f; }
+using detail::DeviceGroup;
 
 void refuse_sparse_decay(const nn::Parameter& p, float wd, const char* opt) {
   BH_CHECK_AS(InvalidArgument, !(p.sparse_rows.defined() && p.weight_decay && wd != 0.0f),
@@ -160,7 +174,50 @@ void refuse_sparse_decay(const nn::Parameter& p, float wd, const char* opt) {
               p.name, wd);
 }
 
+// The multi-tensor op call for one device group (Note [Multi-tensor optimizer ops]): inputs
+// {grad[n], rows[n] (when with_rows)}, outputs {w[n], slot_0[n], ...} (a null slot gives
+// undefined tensors), attribute "decay".
+nn::OpCall group_call(const std::vector<nn::Parameter*>& params, const DeviceGroup& g,
+                      bool with_rows, std::initializer_list<const std::vector<Tensor>*> slots) {
+  nn::OpCall c;
+  for (std::size_t i : g.index) c.inputs.push_back(params[i]->grad);
+  if (with_rows)
+    for (std::size_t i : g.index) c.inputs.push_back(detail::rows_on(*params[i], g.device));
+  for (std::size_t i : g.index) c.outputs.push_back(params[i]->value);
+  for (const auto* slot : slots)
+    for (std::size_t i : g.index) c.outputs.push_back(slot ? (*slot)[i] : Tensor());
+  std::vector<std::int64_t> decay;
+  for (std::size_t i : g.index) decay.push_back(params[i]->weight_decay ? 1 : 0);
+  c.attrs.set_ints("decay", std::move(decay));
+  return c;
+}
+
 }  // namespace
+
+// ---- trust ratios -------------------------------------------------------------------------------
+
+void detail::TrustRatios::reset(std::size_t n) {
+  host_.assign(n, 1.0f);
+  pending_.clear();
+}
+
+void detail::TrustRatios::set_pending(Tensor ratios, std::vector<std::size_t> index) {
+  if (ratios.device().is_cpu()) {
+    const float* r = ratios.data<float>();
+    for (std::size_t k = 0; k < index.size(); ++k) host_[index[k]] = r[k];
+    return;
+  }
+  pending_.push_back({std::move(ratios), std::move(index)});
+}
+
+float detail::TrustRatios::get(std::size_t i) const {
+  for (auto& [t, index] : pending_) {
+    const std::vector<float> r = t.to(Device::cpu()).to_float_vector();
+    for (std::size_t k = 0; k < index.size(); ++k) host_[index[k]] = r[k];
+  }
+  pending_.clear();
+  return host_.at(i);
+}
 
 // ---- SGD ----------------------------------------------------------------------------------------
 
@@ -184,43 +241,24 @@ void Sgd::update(float lr) {
     check_parameter(*p, true);
     refuse_sparse_decay(*p, opt_.weight_decay, name());
   }
-  const float mom = opt_.momentum;
-  const bool nesterov = opt_.nesterov;
-  for_each_param(params_.size(), [&](std::size_t i) {
-    nn::Parameter& p = *params_[i];
-    float* w = p.value.data<float>();
-    const float* g = p.grad.data<float>();
-    const float wd = wd_for(p, opt_.weight_decay);
-    float* buf = momentum_ ? (*momentum_)[i].data<float>() : nullptr;
-    for_each_grad_span(p, [&](std::int64_t b, std::int64_t e) {
-      if (!buf) {
-        for (std::int64_t k = b; k < e; ++k) w[k] -= lr * (g[k] + wd * w[k]);
-      } else if (!nesterov) {
-        for (std::int64_t k = b; k < e; ++k) {
-          const float d = g[k] + wd * w[k];
-          buf[k] = mom * buf[k] + d;
-          w[k] -= lr * buf[k];
-        }
-      } else {
-        for (std::int64_t k = b; k < e; ++k) {
-          const float d = g[k] + wd * w[k];
-          buf[k] = mom * buf[k] + d;
-          w[k] -= lr * (d + mom * buf[k]);
-        }
-      }
-    });
-  });
+  for (const auto& g : detail::group_by_device(params_)) {
+    nn::OpCall c = group_call(params_, g, /*with_rows=*/true, {momentum_});
+    c.attrs.set("lr", lr).set("momentum", opt_.momentum).set("nesterov", opt_.nesterov ? 1 : 0)
+        .set("weight_decay", opt_.weight_decay);
+    nn::dispatch(detail::kSgdOp, c);
+  }
 }
 
 // ---- LARS ---------------------------------------------------------------------------------------
 
 Lars::Lars(std::vector<nn::Parameter*> params, LarsOptions options)
-    : Optimizer(std::move(params)), opt_(options), trust_(params_.size(), 1.0f) {
+    : Optimizer(std::move(params)), opt_(options) {
   BH_CHECK_AS(InvalidArgument, opt_.momentum >= 0.0f && opt_.weight_decay >= 0.0f &&
               opt_.eta > 0.0f && opt_.epsilon >= 0.0f,
               "lars: need momentum >= 0 ({}), weight_decay >= 0 ({}), eta > 0 ({}), epsilon >= 0 "
               "({})", opt_.momentum, opt_.weight_decay, opt_.eta, opt_.epsilon);
   velocity_ = &add_state_slot("velocity");
+  trust_.reset(params_.size());
 }
 
 std::string Lars::describe() const {
@@ -230,44 +268,29 @@ std::string Lars::describe() const {
 
 void Lars::update(float lr) {
   for (auto* p : params_) check_parameter(*p, false);
-  const float mom = opt_.momentum;
-  for_each_param(params_.size(), [&](std::size_t i) {
-    nn::Parameter& p = *params_[i];
-    float* w = p.value.data<float>();
-    const float* g = p.grad.data<float>();
-    float* v = (*velocity_)[i].data<float>();
-    float scaled_lr = lr, wd = 0.0f, ratio = 1.0f;
-    if (p.weight_decay) {
-      auto s = grad_span_sum<2>(p, [&](std::int64_t b, std::int64_t e) {
-        return std::array<double, 2>{detail::sum_squares(w + b, e - b),
-                                     detail::sum_squares(g + b, e - b)};
-      });
-      const double wn = std::sqrt(s[0]), gn = std::sqrt(s[1]);
-      wd = opt_.weight_decay;
-      if (wn > 0.0 && gn > 0.0)
-        ratio = static_cast<float>(opt_.eta * wn / (gn + wd * wn + opt_.epsilon));
-      scaled_lr = lr * ratio;
-    }
-    trust_[i] = ratio;
-    for_each_grad_span(p, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t k = b; k < e; ++k) {
-        v[k] = mom * v[k] + scaled_lr * (g[k] + wd * w[k]);
-        w[k] -= v[k];
-      }
-    });
-  });
+  trust_.reset(params_.size());
+  for (const auto& g : detail::group_by_device(params_)) {
+    nn::OpCall c = group_call(params_, g, /*with_rows=*/false, {velocity_});
+    Tensor ratios = Tensor::zeros({static_cast<std::int64_t>(g.index.size())}, DType::f32, g.device);
+    c.outputs.push_back(ratios);
+    c.attrs.set("lr", lr).set("momentum", opt_.momentum).set("weight_decay", opt_.weight_decay)
+        .set("eta", opt_.eta).set("epsilon", opt_.epsilon);
+    nn::dispatch(detail::kLarsOp, c);
+    trust_.set_pending(ratios, g.index);
+  }
 }
 
 // ---- LAMB ---------------------------------------------------------------------------------------
 
 Lamb::Lamb(std::vector<nn::Parameter*> params, LambOptions options)
-    : Optimizer(std::move(params)), opt_(options), trust_(params_.size(), 1.0f) {
+    : Optimizer(std::move(params)), opt_(options) {
   BH_CHECK_AS(InvalidArgument, opt_.beta1 >= 0.0f && opt_.beta1 < 1.0f && opt_.beta2 >= 0.0f &&
               opt_.beta2 < 1.0f && opt_.epsilon > 0.0f && opt_.weight_decay >= 0.0f,
               "lamb: need beta1, beta2 in [0, 1) ({}, {}), epsilon > 0 ({}), weight_decay >= 0 "
               "({})", opt_.beta1, opt_.beta2, opt_.epsilon, opt_.weight_decay);
   m_ = &add_state_slot("exp_avg");
   v_ = &add_state_slot("exp_avg_sq");
+  trust_.reset(params_.size());
 }
 
 std::string Lamb::describe() const {
@@ -278,55 +301,18 @@ std::string Lamb::describe() const {
 
 void Lamb::update(float lr) {
   for (auto* p : params_) check_parameter(*p, false);
-  const double t = static_cast<double>(step_count());
-  const float b1 = opt_.beta1, b2 = opt_.beta2, eps = opt_.epsilon;
-  const float inv_bc1 = opt_.bias_correction ? static_cast<float>(1.0 / (1.0 - std::pow(b1, t))) : 1.0f;
-  const float inv_bc2 = opt_.bias_correction ? static_cast<float>(1.0 / (1.0 - std::pow(b2, t))) : 1.0f;
-  for_each_param(params_.size(), [&](std::size_t i) {
-    nn::Parameter& p = *params_[i];
-    float* w = p.value.data<float>();
-    const float* g = p.grad.data<float>();
-    float* m = (*m_)[i].data<float>();
-    float* v = (*v_)[i].data<float>();
-    const float wd = wd_for(p, opt_.weight_decay);
-    // Pass 1: moments, and the norms of w and of the update u (recomputed in pass 2 rather
-    // than stored: one less tensor-sized buffer, and the loop is memory-bound either way).
-    auto s = grad_span_sum<2>(p, [&](std::int64_t b, std::int64_t e) {
-      double ww = detail::sum_squares(w + b, e - b), uu = 0;
-      float buf[detail::kBlock];  // Note [Vectorising optimizer loops]
-      for (std::int64_t s0 = b; s0 < e; s0 += detail::kBlock) {
-        const std::int64_t n = std::min(detail::kBlock, e - s0);
-        float* W = w + s0; const float* G = g + s0; float* M = m + s0; float* V = v + s0;
-        for (std::int64_t j = 0; j < n; ++j) {
-          M[j] = b1 * M[j] + (1.0f - b1) * G[j];
-          V[j] = b2 * V[j] + (1.0f - b2) * G[j] * G[j];
-          buf[j] = V[j] * inv_bc2;
-        }
-        detail::sqrt_inplace(buf, n);
-        for (std::int64_t j = 0; j < n; ++j) buf[j] = (M[j] * inv_bc1) / (buf[j] + eps) + wd * W[j];
-        uu += detail::sum_squares(buf, n);
-      }
-      return std::array<double, 2>{ww, uu};
-    });
-    float ratio = 1.0f;
-    if (p.weight_decay) {
-      const double wn = std::sqrt(s[0]), un = std::sqrt(s[1]);
-      if (wn > 0.0 && un > 0.0) ratio = static_cast<float>(wn / un);
-    }
-    trust_[i] = ratio;
-    const float step = lr * ratio;
-    for_each_grad_span(p, [&](std::int64_t b, std::int64_t e) {
-      float buf[detail::kBlock];
-      for (std::int64_t s0 = b; s0 < e; s0 += detail::kBlock) {
-        const std::int64_t n = std::min(detail::kBlock, e - s0);
-        float* W = w + s0; const float* M = m + s0; const float* V = v + s0;
-        for (std::int64_t j = 0; j < n; ++j) buf[j] = V[j] * inv_bc2;
-        detail::sqrt_inplace(buf, n);
-        for (std::int64_t j = 0; j < n; ++j)
-          W[j] -= step * ((M[j] * inv_bc1) / (buf[j] + eps) + wd * W[j]);
-      }
-    });
-  });
+  trust_.reset(params_.size());
+  for (const auto& g : detail::group_by_device(params_)) {
+    nn::OpCall c = group_call(params_, g, /*with_rows=*/false, {m_, v_});
+    Tensor ratios = Tensor::zeros({static_cast<std::int64_t>(g.index.size())}, DType::f32, g.device);
+    c.outputs.push_back(ratios);
+    c.attrs.set("lr", lr).set("beta1", opt_.beta1).set("beta2", opt_.beta2)
+        .set("epsilon", opt_.epsilon).set("weight_decay", opt_.weight_decay)
+        .set("step", static_cast<double>(step_count()))
+        .set("bias_correction", opt_.bias_correction ? 1 : 0);
+    nn::dispatch(detail::kLambOp, c);
+    trust_.set_pending(ratios, g.index);
+  }
 }
 
 // ---- Adam / AdamW -------------------------------------------------------------------------------
@@ -358,36 +344,13 @@ void Adam::update(float lr) {
     check_parameter(*p, true);
     refuse_sparse_decay(*p, opt_.weight_decay, name());
   }
-  const double t = static_cast<double>(step_count());
-  const float b1 = opt_.beta1, b2 = opt_.beta2, eps = opt_.epsilon;
-  const float inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(b1, t)));
-  const float inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(b2, t)));
-  for_each_param(params_.size(), [&](std::size_t i) {
-    nn::Parameter& p = *params_[i];
-    float* w = p.value.data<float>();
-    const float* g = p.grad.data<float>();
-    float* m = (*m_)[i].data<float>();
-    float* v = (*v_)[i].data<float>();
-    const float wd = wd_for(p, opt_.weight_decay);
-    const float l2 = decoupled_ ? 0.0f : wd;    // added to the gradient
-    const float dec = decoupled_ ? wd : 0.0f;   // added to the update
-    for_each_grad_span(p, [&](std::int64_t b, std::int64_t e) {
-      float buf[detail::kBlock];  // Note [Vectorising optimizer loops]
-      for (std::int64_t s0 = b; s0 < e; s0 += detail::kBlock) {
-        const std::int64_t n = std::min(detail::kBlock, e - s0);
-        float* W = w + s0; const float* G = g + s0; float* M = m + s0; float* V = v + s0;
-        for (std::int64_t j = 0; j < n; ++j) {
-          const float gk = G[j] + l2 * W[j];
-          M[j] = b1 * M[j] + (1.0f - b1) * gk;
-          V[j] = b2 * V[j] + (1.0f - b2) * gk * gk;
-          buf[j] = V[j] * inv_bc2;
-        }
-        detail::sqrt_inplace(buf, n);
-        for (std::int64_t j = 0; j < n; ++j)
-          W[j] -= lr * ((M[j] * inv_bc1) / (buf[j] + eps) + dec * W[j]);
-      }
-    });
-  });
+  for (const auto& g : detail::group_by_device(params_)) {
+    nn::OpCall c = group_call(params_, g, /*with_rows=*/true, {m_, v_});
+    c.attrs.set("lr", lr).set("beta1", opt_.beta1).set("beta2", opt_.beta2)
+        .set("epsilon", opt_.epsilon).set("weight_decay", opt_.weight_decay)
+        .set("step", static_cast<double>(step_count())).set("decoupled", decoupled_ ? 1 : 0);
+    nn::dispatch(detail::kAdamOp, c);
+  }
 }
 
 // ---- Adagrad ------------------------------------------------------------------------------------
@@ -413,28 +376,11 @@ void Adagrad::update(float lr) {
     refuse_sparse_decay(*p, opt_.weight_decay, name());
   }
   const float clr = lr / (1.0f + static_cast<float>(step_count() - 1) * opt_.lr_decay);
-  const float eps = opt_.epsilon;
-  for_each_param(params_.size(), [&](std::size_t i) {
-    nn::Parameter& p = *params_[i];
-    float* w = p.value.data<float>();
-    const float* g = p.grad.data<float>();
-    float* acc = (*acc_)[i].data<float>();
-    const float wd = wd_for(p, opt_.weight_decay);
-    for_each_grad_span(p, [&](std::int64_t b, std::int64_t e) {
-      float root[detail::kBlock];  // Note [Vectorising optimizer loops]
-      for (std::int64_t s0 = b; s0 < e; s0 += detail::kBlock) {
-        const std::int64_t n = std::min(detail::kBlock, e - s0);
-        float* W = w + s0; const float* G = g + s0; float* A = acc + s0;
-        for (std::int64_t j = 0; j < n; ++j) {
-          const float gk = G[j] + wd * W[j];
-          A[j] += gk * gk;
-          root[j] = A[j];
-        }
-        detail::sqrt_inplace(root, n);
-        for (std::int64_t j = 0; j < n; ++j) W[j] -= clr * (G[j] + wd * W[j]) / (root[j] + eps);
-      }
-    });
-  });
+  for (const auto& g : detail::group_by_device(params_)) {
+    nn::OpCall c = group_call(params_, g, /*with_rows=*/true, {acc_});
+    c.attrs.set("lr", clr).set("epsilon", opt_.epsilon).set("weight_decay", opt_.weight_decay);
+    nn::dispatch(detail::kAdagradOp, c);
+  }
 }
 
 }  // namespace benchhost::optim

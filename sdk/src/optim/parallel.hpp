@@ -95,33 +95,34 @@ std::array<double, K> chunked_sum(std::int64_t n, F&& f) {
   return total;
 }
 
-/// The element spans of a parameter that carry meaningful gradients: the whole tensor, or one
-/// span per row in sparse_rows (validated by the caller). f(begin, end) runs in parallel.
+/// The element spans of `value` that carry meaningful gradients: the whole tensor when `rows` is
+/// undefined, else one span per row index in `rows` (an i64 CPU tensor, validated by the
+/// caller). f(begin, end) runs in parallel.
 template <class F>
-void for_each_grad_span(const nn::Parameter& p, F&& f) {
-  if (!p.sparse_rows.defined()) {
-    parallel_chunks(p.value.numel(), f);
+void for_each_span(const Tensor& value, const Tensor& rows, F&& f) {
+  if (!rows.defined()) {
+    parallel_chunks(value.numel(), f);
     return;
   }
-  const std::int64_t rows = p.sparse_rows.numel();
-  const std::int64_t row_len = p.value.numel() / p.value.size(0);
-  const std::int64_t* idx = p.sparse_rows.data<std::int64_t>();
-  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, rows, std::max<std::int64_t>(1, kChunk / std::max<std::int64_t>(row_len, 1))),
+  const std::int64_t n = rows.numel();
+  const std::int64_t row_len = value.numel() / value.size(0);
+  const std::int64_t* idx = rows.data<std::int64_t>();
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, std::max<std::int64_t>(1, kChunk / std::max<std::int64_t>(row_len, 1))),
                     [&](const tbb::blocked_range<std::int64_t>& r) {
                       for (std::int64_t i = r.begin(); i != r.end(); ++i)
                         f(idx[i] * row_len, (idx[i] + 1) * row_len);
                     });
 }
 
-/// Deterministic sum over the grad spans (sparse: in sparse_rows order).
+/// Deterministic sum over the spans of for_each_span (sparse: in `rows` order).
 template <std::size_t K, class F>
-std::array<double, K> grad_span_sum(const nn::Parameter& p, F&& f) {
-  if (!p.sparse_rows.defined()) return chunked_sum<K>(p.value.numel(), f);
-  const std::int64_t rows = p.sparse_rows.numel();
-  const std::int64_t row_len = p.value.numel() / p.value.size(0);
-  const std::int64_t* idx = p.sparse_rows.data<std::int64_t>();
-  std::vector<std::array<double, K>> partial(static_cast<std::size_t>(rows));
-  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, rows), [&](const tbb::blocked_range<std::int64_t>& r) {
+std::array<double, K> span_sum(const Tensor& value, const Tensor& rows, F&& f) {
+  if (!rows.defined()) return chunked_sum<K>(value.numel(), f);
+  const std::int64_t n = rows.numel();
+  const std::int64_t row_len = value.numel() / value.size(0);
+  const std::int64_t* idx = rows.data<std::int64_t>();
+  std::vector<std::array<double, K>> partial(static_cast<std::size_t>(n));
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n), [&](const tbb::blocked_range<std::int64_t>& r) {
     for (std::int64_t i = r.begin(); i != r.end(); ++i)
       partial[i] = f(idx[i] * row_len, (idx[i] + 1) * row_len);
   });
@@ -131,9 +132,33 @@ std::array<double, K> grad_span_sum(const nn::Parameter& p, F&& f) {
   return total;
 }
 
-/// Validate a parameter for the CPU fp32 update paths (InvalidArgument / Unsupported with the
-/// parameter's name). `what` names the caller ("sgd", "clip_grad_norm").
-void check_cpu_f32_parameter(const nn::Parameter& p, const char* what, bool need_grad,
-                             bool allow_sparse_rows);
+/// for_each_span over a parameter's value and sparse_rows.
+template <class F>
+void for_each_grad_span(const nn::Parameter& p, F&& f) {
+  for_each_span(p.value, p.sparse_rows, f);
+}
+
+/// span_sum over a parameter's value and sparse_rows.
+template <std::size_t K, class F>
+std::array<double, K> grad_span_sum(const nn::Parameter& p, F&& f) {
+  return span_sum<K>(p.value, p.sparse_rows, f);
+}
+
+/// Validate a parameter for the fp32 update paths (InvalidArgument / Unsupported with the
+/// parameter's name). `what` names the caller ("sgd", "clip_grad_norm"). The value may live on
+/// the CPU or on a CUDA device; the gradient must be on the same device; sparse_rows may be on
+/// either (they are checked on the host: one small device-to-host copy when they are on a GPU).
+void check_f32_parameter(const nn::Parameter& p, const char* what, bool need_grad,
+                         bool allow_sparse_rows);
+
+/// Parameters that live on one device, by index into the list.
+struct DeviceGroup {
+  Device device;
+  std::vector<std::size_t> index;
+};
+/// The parameters grouped by the device of their value, in order of first appearance.
+std::vector<DeviceGroup> group_by_device(const std::vector<nn::Parameter*>& params);
+/// p.sparse_rows on `device` (copied there when it lives elsewhere), or undefined.
+Tensor rows_on(const nn::Parameter& p, Device device);
 
 }  // namespace benchhost::optim::detail

@@ -3,8 +3,12 @@
 ///
 /// The global norm is sqrt(sum over parameters of sum(grad^2)): float lanes within 256-element
 /// blocks, blocks and chunks accumulated in double, in a deterministic order (independent of
-/// the thread count). For a parameter with sparse_rows only those rows count (the others are not meaningful; see nn::Parameter). CPU tensors only;
-/// CUDA gradients throw Unsupported in this version.
+/// the thread count). For a parameter with sparse_rows only those rows count (the others are not
+/// meaningful; see nn::Parameter). Gradients may live on the CPU or on CUDA devices: per device
+/// one multi-tensor op computes every parameter's sum of squares ("multi_tensor_sumsq", a
+/// deterministic reduction), and the norm is read back with one small copy (the norm is a host
+/// value, so this synchronises the device once per call); clipping scales in place with
+/// "multi_tensor_scale_check".
 
 #include <vector>
 

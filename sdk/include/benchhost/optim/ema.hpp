@@ -6,7 +6,8 @@
 /// TensorFlow's ExponentialMovingAverage with num_updates, so early averages are not dominated
 /// by the random initialisation. The shadow copies start equal to the weights at construction.
 /// Ownership: the Ema owns fp32 shadow tensors; parameters are borrowed and must outlive it.
-/// Not thread-safe. CPU tensors only in this version.
+/// Not thread-safe. Parameters may live on the CPU or on CUDA devices: the shadows live next to
+/// them and update() is one multi-tensor op per device ("multi_tensor_lerp", no host sync).
 
 #include <cstdint>
 #include <vector>

@@ -28,8 +28,14 @@
 ///
 /// Threading: step() parallelises internally with oneTBB (over parameters and over elements);
 /// the result does not depend on the thread count (norms use a deterministic reduction). Call it
-/// from one thread at a time. Device: CPU tensors only in this version; CUDA parameters throw
-/// Unsupported (the fused multi-tensor CUDA updates are not built yet).
+/// from one thread at a time.
+///
+/// Devices: parameters may live on the CPU or on CUDA devices (state is allocated next to each
+/// parameter). step() groups the parameters by device and applies each group with one
+/// multi-tensor op ("optim_adam_multi", ...; see the op registry): on CUDA that is a few fused
+/// launches for the whole group (multi_tensor_apply), with deterministic per-tensor norms for
+/// LARS/LAMB, and no host synchronisation except the check of sparse_rows that live on the GPU
+/// (one small copy per sparse parameter). Gradients must be on their parameter's device.
 
 #include <cstdint>
 #include <memory>
@@ -43,6 +49,22 @@
 namespace benchhost::optim {
 
 class Schedule;
+
+namespace detail {
+/// Trust ratios of the last LARS/LAMB step. Ratios computed on a GPU stay there until first
+/// read (one copy then), so a step does not synchronise the host.
+class TrustRatios {
+ public:
+  void reset(std::size_t n);
+  /// Ratios of the parameters `index` (a CPU tensor is read at once).
+  void set_pending(Tensor ratios, std::vector<std::size_t> index);
+  float get(std::size_t i) const;
+
+ private:
+  mutable std::vector<float> host_;
+  mutable std::vector<std::pair<Tensor, std::vector<std::size_t>>> pending_;
+};
+}  // namespace detail
 
 /// A named tensor of optimizer state, e.g. {"exp_avg.encoder.layer.0.qkv.weight", tensor}.
 struct StateTensor {
@@ -144,13 +166,13 @@ class Lars final : public Optimizer {
   std::string describe() const override;
   const LarsOptions& options() const { return opt_; }
   /// Trust ratio applied to parameter i by the last step (1 for skip-list parameters).
-  float last_trust_ratio(std::size_t i) const { return trust_.at(i); }
+  float last_trust_ratio(std::size_t i) const { return trust_.get(i); }
 
  private:
   void update(float lr) override;
   LarsOptions opt_;
   std::vector<Tensor>* velocity_ = nullptr;
-  std::vector<float> trust_;
+  detail::TrustRatios trust_;
 };
 
 // ---- LAMB ---------------------------------------------------------------------------------------
@@ -173,14 +195,14 @@ class Lamb final : public Optimizer {
   const char* name() const override { return "lamb"; }
   std::string describe() const override;
   const LambOptions& options() const { return opt_; }
-  float last_trust_ratio(std::size_t i) const { return trust_.at(i); }
+  float last_trust_ratio(std::size_t i) const { return trust_.get(i); }
 
  private:
   void update(float lr) override;
   LambOptions opt_;
   std::vector<Tensor>* m_ = nullptr;
   std::vector<Tensor>* v_ = nullptr;
-  std::vector<float> trust_;
+  detail::TrustRatios trust_;
 };
 
 // ---- Adam / AdamW -------------------------------------------------------------------------------
