@@ -387,6 +387,9 @@ RunInfo ResNetWorkload::setup(const RunContext& ctx) {
     hyper_.emplace_back("sgd_opt_weight_decay", wd_d);
     hyper_.emplace_back("sgd_opt_momentum", momentum_d);
     hyper_.emplace_back("sgd_opt_nesterov", get_bool(o, "nesterov"));
+    // resnet_sgd.yaml asks for the step-decay boundaries too; the schedule here is the
+    // polynomial one (no boundaries), so the list is empty rather than absent.
+    hyper_.emplace_back("opt_learning_rate_decay_boundary_epochs", std::vector<double>{});
   }
   // closed_resnet.yaml: one weights_initialization event per tensor, under MLPerf's names.
   std::vector<std::string> initialized;

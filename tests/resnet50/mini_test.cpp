@@ -79,7 +79,8 @@ TEST(ResNet50Mini, ReachesTargetOnFashionMnist) {
     std::stringstream mls;
     mls << ml.rdbuf();
     for (const char* key : {"\"opt_name\"", "\"sgd_opt_base_learning_rate\"", "\"eval_accuracy\"",
-                            "\"global_batch_size\"", "\"run_stop\""})
+                            "\"global_batch_size\"", "\"run_stop\"",
+                            "\"key\": \"opt_learning_rate_decay_boundary_epochs\", \"value\": []"})
       EXPECT_NE(mls.str().find(key), std::string::npos) << key;
     // One weights_initialization event per tensor, tensor named in the metadata.
     EXPECT_NE(mls.str().find("\"key\": \"weights_initialization\", \"value\": null, \"metadata\": {\"file\""),
