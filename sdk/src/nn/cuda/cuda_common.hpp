@@ -144,6 +144,46 @@ struct SumOp {
 struct MaxOp {
   __device__ __forceinline__ float operator()(float a, float b) const { return b > a ? b : a; }
 };
+
+/// Deterministic column sums over rows, pass 1: block (32, 8) sums load(r, j) for 32 columns
+/// over rows [blockIdx.y * rows_per_chunk, +rows_per_chunk) in a fixed order into
+/// partial[blockIdx.y * C + j]. Grid (ceil(C / 32), chunks), chunks <= 65535.
+template <class Load>
+__global__ void column_partial_kernel(Load load, float* __restrict__ partial, std::int64_t R, std::int64_t C,
+                                      std::int64_t rows_per_chunk) {
+  __shared__ float tile[8][33];
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * rows_per_chunk;
+  const std::int64_t r1 = r0 + rows_per_chunk < R ? r0 + rows_per_chunk : R;
+  float s = 0.0f;
+  if (j < C)
+    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += 8) s += load(r, j);
+  tile[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < C) {
+    float t = 0.0f;
+    for (int k = 0; k < 8; ++k) t += tile[k][threadIdx.x];
+    partial[static_cast<std::int64_t>(blockIdx.y) * C + j] = t;
+  }
+}
+/// Pass 2: out[j] = (accumulate ? out[j] : 0) + sum of the chunks' partials, in chunk order.
+template <class Unused = void>
+__global__ void column_finish_kernel(const float* __restrict__ partial, float* __restrict__ out, std::int64_t C,
+                                     std::int64_t chunks, bool accumulate) {
+  for (std::int64_t j = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; j < C;
+       j += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    float s = 0.0f;
+    for (std::int64_t k = 0; k < chunks; ++k) s += partial[k * C + j];
+    out[j] = accumulate ? out[j] + s : s;
+  }
+}
 #endif
+
+/// Rows per chunk of the column reductions (column_partial_kernel): at least 256, few enough
+/// chunks for the grid's y limit.
+inline std::int64_t column_rows_per_chunk(std::int64_t R) {
+  const std::int64_t by_limit = (R + 65534) / 65535;
+  return by_limit > 256 ? by_limit : 256;
+}
 
 }  // namespace benchhost::nn::cuda

@@ -12,4 +12,8 @@ namespace benchhost::nn::cuda {
 /// y[i] = act(x[i]) for i < n (y may alias x), f32 on the current device.
 void activation_forward_f32(Activation act, const float* x, float* y, std::int64_t n);
 
+/// dst (contiguous, same shape and dtype) = src (any strides, 0 included; at most 8 dims), both
+/// on one cuda device. Defined in shape_ops.cu.
+void strided_copy(const Tensor& src, Tensor& dst);
+
 }  // namespace benchhost::nn::cuda

@@ -256,7 +256,6 @@ std::string problem_of(const OpCall& c, GemmProblem& p) {
   if (!collapse_batch(a, ad - 2, a_batch, p.a_sb)) return "batch dims of a are not one strided run";
   if (!collapse_batch(b, bd - 2, b_batch, p.w_sb)) return "batch dims of b are not one strided run";
   if (b_batch != 1 && b_batch != a_batch) return "batch dims differ";
-  if (bd > 2 && b_batch != a_batch) return "batch dims differ";
   if (b_batch == 1) p.w_sb = 0;
   p.B = a_batch;
   Shape want(a.shape().begin(), a.shape().end() - 2);
