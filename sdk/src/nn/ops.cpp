@@ -1,6 +1,8 @@
 // The Tensor-level nn API (nn/ops.hpp): shape checks, output allocation and dispatch through
-// the op registry. Device-independent: nothing here touches element data, so a CUDA
-// implementation registered for an op is picked up without changes here.
+// the op registry. Device-independent: nothing here touches element data of a device tensor
+// (small results the API returns on the host, a loss or the unique ids of a sparse gradient, are
+// copied to the CPU first), so a CUDA implementation registered for an op is picked up without
+// changes here.
 
 #include "benchhost/nn/ops.hpp"
 
@@ -22,7 +24,19 @@ Tensor like(const Shape& shape, const Tensor& ref, DType dtype = DType::f32) {
   return Tensor::empty(shape, dtype, ref.device());
 }
 
-Tensor contig(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
+// Note [Device-generic contiguous]
+// Tensor::contiguous() copies strided CPU tensors element by element but cannot gather on a
+// device, so a strided device tensor is materialised through the "permute" op with the identity
+// order (every device's permute is a strided gather, broadcast strides of 0 included).
+Tensor contig(const Tensor& t) {
+  if (!t.defined() || t.is_contiguous() || t.device().is_cpu()) return t.defined() ? t.contiguous() : t;
+  std::vector<std::int64_t> identity(static_cast<std::size_t>(t.dim()));
+  std::iota(identity.begin(), identity.end(), 0);
+  OpCall c{{t}, {Tensor::empty(t.shape(), t.dtype(), t.device())}, Attrs()};
+  c.attrs.set_ints("order", identity);
+  dispatch("permute", c);
+  return c.outputs[0];
+}
 
 Tensor run1(std::string_view op, std::vector<Tensor> inputs, Tensor out, Attrs attrs = {}) {
   OpCall c{std::move(inputs), {out}, std::move(attrs)};
@@ -103,8 +117,8 @@ void matmul_backward(const Tensor& dc, const Tensor& a, const Tensor& b, Tensor&
   if (da.defined()) matmul_into(da, dc, b, false, true, 1.0f, true);
   if (db.defined()) {
     if (b.dim() == 2 && a.dim() > 2) {
-      Tensor a2 = a.reshape({-1, a.size(-1)});
-      Tensor dc2 = dc.reshape({-1, dc.size(-1)});
+      Tensor a2 = contig(a).reshape({-1, a.size(-1)});
+      Tensor dc2 = contig(dc).reshape({-1, dc.size(-1)});
       matmul_into(db, a2, dc2, true, false, 1.0f, true);
     } else {
       matmul_into(db, a, dc, true, false, 1.0f, true);
@@ -123,7 +137,7 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Acti
               "linear_forward: bias {} must be [{}]", shape_str(bias.shape()), w.size(0));
   Shape out_shape = x.shape();
   out_shape.back() = w.size(0);
-  Tensor x2 = x.reshape({-1, x.size(-1)});
+  Tensor x2 = contig(x).reshape({-1, x.size(-1)});
   const bool split = preact != nullptr && act != Activation::none;
   Tensor y2 = like({x2.size(0), w.size(0)}, x);
   run1("linear_forward", {x2, contig(w), contig(bias)}, y2,
@@ -142,8 +156,8 @@ Tensor linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const
   require(dy, "linear_backward", "dy");
   if (act != Activation::none) require(preact, "linear_backward", "preact (pass the z saved by linear_forward)");
   Tensor dz = activation_backward(dy, act == Activation::none ? dy : preact, act);
-  Tensor dz2 = dz.reshape({-1, w.size(0)});
-  Tensor x2 = x.reshape({-1, w.size(1)});
+  Tensor dz2 = contig(dz).reshape({-1, w.size(0)});
+  Tensor x2 = contig(x).reshape({-1, w.size(1)});
   Tensor dx = matmul(dz2, w).view(x.shape());
   if (dw.defined()) matmul_into(dw, dz2, x2, true, false, 1.0f, true);
   if (dbias.defined()) run1("bias_backward", {dz2}, dbias, Attrs().set("accumulate", 1));
@@ -227,7 +241,7 @@ void embedding_backward(const Tensor& dy, const Tensor& ids, Tensor& dtable) {
   const std::int64_t D = dtable.size(1);
   BH_CHECK_AS(InvalidArgument, dy.numel() == ids.numel() * D, "embedding_backward: dy {} does not match ids {} x D={}",
               shape_str(dy.shape()), shape_str(ids.shape()), D);
-  OpCall c{{dy.reshape({-1, D}), contig(ids)}, {dtable}, Attrs()};
+  OpCall c{{contig(dy).reshape({-1, D}), contig(ids)}, {dtable}, Attrs()};
   dispatch("embedding_backward", c);
 }
 
@@ -243,7 +257,7 @@ SparseRows embedding_backward_sparse(const Tensor& dy, const Tensor& ids, std::i
   u.erase(std::unique(u.begin(), u.end()), u.end());
   const std::int64_t n = static_cast<std::int64_t>(u.size()), D = dy.size(-1);
   Tensor rows = Tensor::from_vector_i64(u, {n}, dy.device());
-  Tensor grad = run1("embedding_backward_sparse", {dy.reshape({-1, D}), contig(ids), rows}, like({n, D}, dy));
+  Tensor grad = run1("embedding_backward_sparse", {contig(dy).reshape({-1, D}), contig(ids), rows}, like({n, D}, dy));
   return SparseRows{rows, grad};
 }
 
@@ -299,7 +313,7 @@ Tensor sum_to_shape(const Tensor& g, const Shape& shape) {
   BH_CHECK_AS(InvalidArgument, n > 0 && g.numel() % n == 0, "sum_to_shape: cannot reduce {} to {}",
               shape_str(g.shape()), shape_str(shape));
   Tensor out = like({n}, g);
-  run1("bias_backward", {g.reshape({-1, n})}, out, Attrs().set("accumulate", 0));
+  run1("bias_backward", {contig(g).reshape({-1, n})}, out, Attrs().set("accumulate", 0));
   return out.view(shape);
 }
 
@@ -407,7 +421,7 @@ Tensor sum_backward(const Tensor& dy, const Shape& input_shape, const std::vecto
   // keepdim only changes dy's shape, not its elements: the view above covers both.
   (void)keepdim;
   Tensor expanded(g.storage(), g.storage_offset(), input_shape, strides, g.dtype());
-  return expanded.contiguous();
+  return contig(expanded);
 }
 
 Tensor mean_backward(const Tensor& dy, const Shape& input_shape, const std::vector<std::int64_t>& dims, bool keepdim) {
@@ -461,7 +475,7 @@ CrossEntropyResult softmax_cross_entropy_forward(const Tensor& logits, const Ten
   const std::int64_t C = logits.size(-1), N = logits.numel() / C;
   BH_CHECK_AS(InvalidArgument, targets.numel() == N, "cross entropy: {} targets for {} rows of logits {}",
               targets.numel(), N, shape_str(logits.shape()));
-  OpCall c{{logits.reshape({N, C}), targets.reshape({N})}, {like({N, C}, logits), like({2}, logits)}, Attrs()};
+  OpCall c{{contig(logits).reshape({N, C}), contig(targets).reshape({N})}, {like({N, C}, logits), like({2}, logits)}, Attrs()};
   c.attrs.set("smoothing", label_smoothing).set("ignore_index", static_cast<double>(ignore_index));
   dispatch("cross_entropy_forward", c);
   Tensor lc = c.outputs[1].to(Device::cpu());
@@ -472,7 +486,7 @@ Tensor softmax_cross_entropy_backward(const CrossEntropyResult& fwd, const Tenso
                                       float label_smoothing, std::int64_t ignore_index, float dloss) {
   require(fwd.log_probs, "softmax_cross_entropy_backward", "log_probs");
   const std::int64_t N = fwd.log_probs.size(0);
-  OpCall c{{fwd.log_probs, targets.reshape({N})}, {like(fwd.log_probs.shape(), fwd.log_probs)}, Attrs()};
+  OpCall c{{fwd.log_probs, contig(targets).reshape({N})}, {like(fwd.log_probs.shape(), fwd.log_probs)}, Attrs()};
   c.attrs.set("smoothing", label_smoothing).set("ignore_index", static_cast<double>(ignore_index))
       .set("scale", fwd.count > 0 ? dloss / static_cast<double>(fwd.count) : 0.0);
   dispatch("cross_entropy_backward", c);
