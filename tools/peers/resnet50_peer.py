@@ -15,6 +15,8 @@ fc), so benchhost weight files load into either with load_state_dict.
         steps in double precision (the reference for judging fp32 runs).
     resnet50_peer.py bench --batch-size 8 --image-size 224 --threads 2 --iters 5 [model options]
         time forward+backward+SGD steps on random data; print JSON with ms/step and img/s.
+        On a GPU, the comparison the resnet50 issue names: --device cuda --channels-last
+        --amp bf16 (or fp16) --batch-size 256.
     resnet50_peer.py block --batch-size 8 --threads 2 ...
         time one ResNet bottleneck block forward+backward (the SDK block comparison).
 Model options: --blocks 3,4,6,3 --base-width 64 --num-classes 1000 --in-channels 3
@@ -142,13 +144,15 @@ def cmd_steps(args):
     print(json.dumps({"model": source, "dtype": args.dtype, "losses": losses}))
 
 
-def timed(fn, warmup, iters):
+def timed(fn, warmup, iters, sync=lambda: None):
     for _ in range(warmup):
         fn()
+    sync()
     times = []
     for _ in range(iters):
         t0 = time.perf_counter()
         fn()
+        sync()
         times.append(time.perf_counter() - t0)
     times.sort()
     return times[len(times) // 2]
@@ -157,26 +161,43 @@ def timed(fn, warmup, iters):
 def cmd_bench(args):
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    device = torch.device(args.device)
     model, source = build(args)
     fmt = torch.channels_last if args.channels_last else torch.contiguous_format
-    model = model.to(memory_format=fmt)
-    x = torch.randn(args.batch_size, args.in_channels, args.image_size, args.image_size)
+    model = model.to(device=device, memory_format=fmt)
+    x = torch.randn(args.batch_size, args.in_channels, args.image_size, args.image_size, device=device)
     x = x.to(memory_format=fmt)
-    y = torch.randint(0, args.num_classes, (args.batch_size,))
+    y = torch.randint(0, args.num_classes, (args.batch_size,), device=device)
     opt = sgd(model, args)
     loss_fn = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
     model.train()
+    # Mixed precision the usual PyTorch way: autocast for the forward pass, fp32 master weights,
+    # a GradScaler for fp16 (bf16 needs none).
+    amp_dtype = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.amp]
+    scaler = torch.cuda.amp.GradScaler() if args.amp == "fp16" else None
 
     def step():
-        opt.zero_grad()
-        loss_fn(model(x), y).backward()
-        opt.step()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            loss = loss_fn(model(x), y)
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
 
-    median = timed(step, args.warmup, args.iters)
-    print(json.dumps({"peer": "pytorch %s (%s)" % (torch.__version__, source),
-                      "threads": torch.get_num_threads(), "batch_size": args.batch_size,
-                      "image_size": args.image_size, "channels_last": args.channels_last,
-                      "ms_per_step": median * 1e3, "images_per_second": args.batch_size / median}))
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    median = timed(step, args.warmup, args.iters, sync)
+    out = {"peer": "pytorch %s (%s)" % (torch.__version__, source),
+           "threads": torch.get_num_threads(), "batch_size": args.batch_size,
+           "image_size": args.image_size, "channels_last": args.channels_last,
+           "device": str(device), "amp": args.amp,
+           "ms_per_step": median * 1e3, "images_per_second": args.batch_size / median}
+    if device.type == "cuda":
+        out["gpu"] = torch.cuda.get_device_name(device)
+    print(json.dumps(out))
 
 
 def cmd_block(args):
@@ -229,6 +250,9 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--device", default="cpu", help="bench: cpu or cuda[:N]")
+    p.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none",
+                   help="bench: autocast mixed precision (fp16 with a GradScaler)")
     p.add_argument("--block-in", type=int, default=256)
     p.add_argument("--block-width", type=int, default=64)
     p.add_argument("--block-stride", type=int, default=1)
