@@ -13,7 +13,8 @@ sample s of step t is row t * batch + s of days 0..num_days-2 in order, ids modu
   check:  start from --weights, train --steps steps, print JSON {"losses": [...],
           "param_abs_sums": {name: sum |w|}} (the C++ test compares them with the plugin's).
   bench:  train steps on --data-dir batches (or random ones without it) with --threads threads
-          and print JSON {"samples_per_second": ...} (tools/bench_dlrm.sh).
+          and print JSON {"samples_per_second": ...} (tools/bench_dlrm.sh). --device cuda
+          [--amp bf16] for the GPU comparison (MLPerf shape at --batch 65536, tables scaled).
 
 Use Debian's /usr/bin/python3 (torch 1.13, numpy).
 """
@@ -118,10 +119,12 @@ def make_optimizer(model, lr):
                                initial_accumulator_value=0, eps=1e-10)
 
 
-def train_step(model, opt, loss_fn, batch):
+def train_step(model, opt, loss_fn, batch, amp_dtype=None):
     dense, ids, labels = batch
     opt.zero_grad(set_to_none=True)
-    loss = loss_fn(model(dense, ids), labels)
+    with torch.autocast(dense.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+        logits = model(dense, ids)
+    loss = loss_fn(logits.float(), labels)
     loss.backward()
     opt.step()
     return loss.item()
@@ -158,6 +161,9 @@ def main(argv):
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="bench: cpu or cuda[:N]")
+    p.add_argument("--amp", choices=["none", "bf16"], default="none",
+                   help="bench: autocast the dense parts to bf16 (embeddings and Adagrad stay fp32)")
     a = p.parse_args(argv)
     if len(a.table_sizes) != NUM_SPARSE or len(a.multi_hot_sizes) != NUM_SPARSE:
         p.error(f"--table-sizes and --multi-hot-sizes need {NUM_SPARSE} values each")
@@ -186,15 +192,24 @@ def main(argv):
         batches = [days.rows(t * a.batch, a.batch) for t in range(a.warmup + a.steps)]
     else:
         batches = random_batches(a, a.warmup + a.steps)
+    device = torch.device(a.device)
+    if device.type != "cpu":
+        model.to(device)
+        opt = make_optimizer(model, a.lr)  # state next to the parameters
+        batches = [(d.to(device), [i.to(device) for i in ids], l.to(device)) for d, ids, l in batches]
+    amp_dtype = torch.bfloat16 if a.amp == "bf16" else None
     for t in range(a.warmup):
-        train_step(model, opt, loss_fn, batches[t])
+        train_step(model, opt, loss_fn, batches[t], amp_dtype)
     t0 = time.perf_counter()
     for t in range(a.steps):
-        train_step(model, opt, loss_fn, batches[a.warmup + t])
+        train_step(model, opt, loss_fn, batches[a.warmup + t], amp_dtype)  # .item() synchronises
     seconds = time.perf_counter() - t0
-    print(json.dumps({"samples_per_second": a.batch * a.steps / seconds, "seconds": seconds,
-                      "steps": a.steps, "batch": a.batch, "threads": a.threads,
-                      "torch": torch.__version__}))
+    out = {"samples_per_second": a.batch * a.steps / seconds, "seconds": seconds,
+           "steps": a.steps, "batch": a.batch, "threads": a.threads, "device": str(device),
+           "amp": a.amp, "torch": torch.__version__}
+    if device.type == "cuda":
+        out["gpu"] = torch.cuda.get_device_name(device)
+    print(json.dumps(out))
     return 0
 
 
