@@ -137,6 +137,31 @@ TEST(CudaDenseOps, MatmulWithAndWithoutTf32) {
   }
 }
 
+TEST(CudaDenseOps, BatchedMatmulWithTransposedAAndBroadcastB) {
+  REQUIRE_GPU();
+  nn::Tf32Scope exact(false);
+  // a is a transpose view (no fold of the batch into M): b is broadcast with batch stride 0.
+  const Tensor a = uniform({3, 6, 5}, 35), b = uniform({6, 4}, 36);
+  const Tensor ref = nn::matmul(a, b, true, false, 0.5f);
+  const Tensor got = nn::matmul(a.to(kGpu), b.to(kGpu), true, false, 0.5f);
+  EXPECT_TRUE(tensors_close(on_cpu(got), ref, 1e-5, 1e-5));
+  // accumulate: c += a^T b
+  Tensor cc = uniform({3, 5, 4}, 37), cg = cc.to(kGpu);
+  nn::matmul_into(cc, a, b, true, false, 1.0f, true);
+  nn::matmul_into(cg, a.to(kGpu), b.to(kGpu), true, false, 1.0f, true);
+  EXPECT_TRUE(tensors_close(on_cpu(cg), cc, 1e-5, 1e-5));
+}
+
+TEST(CudaDenseOps, DeviceFillAndZero) {
+  REQUIRE_GPU();
+  Tensor t = Tensor::full({3, 12345}, 2.5, DType::f32, kGpu);  // more than one host chunk, not a power of 2
+  for (float v : t.to_float_vector()) ASSERT_EQ(v, 2.5f);
+  t.zero_();
+  for (float v : t.to_float_vector()) ASSERT_EQ(v, 0.0f);
+  Tensor h = Tensor::full({7}, -3.0, DType::bf16, kGpu);
+  for (float v : h.to_float_vector()) ASSERT_EQ(v, -3.0f);
+}
+
 TEST(CudaDenseOps, Bf16MatmulAccumulatesInF32) {
   REQUIRE_GPU();
   // Round the inputs to bf16 on the CPU; the f32 product of the rounded values is the reference.

@@ -356,11 +356,28 @@ void Tensor::copy_(const Tensor& src) {
   }
 }
 
+// Note [Device fill]
+// The device backend interface has copies but no memset, so a device tensor is filled by copying
+// one small host chunk of the value and then doubling the filled prefix with device-to-device
+// copies: log2(numel / chunk) copies and no host buffer the size of the tensor (zeroing a large
+// gradient each step stays cheap). Copies on the default stream keep the order with the ops.
 void Tensor::fill_(double value) {
   if (numel() == 0) return;
   if (!device().is_cpu()) {
-    Tensor host = full(shape_, value, dtype_, Device::cpu());
-    copy_(host);
+    BH_CHECK_AS(Unsupported, is_contiguous(), "fill_ of a strided device tensor {}: fill a contiguous one",
+                describe());
+    constexpr std::int64_t kChunk = 16384;
+    const std::int64_t n = numel(), first = std::min(n, kChunk);
+    const auto es = static_cast<std::int64_t>(element_size());
+    Tensor host = full({first}, value, dtype_, Device::cpu());
+    DeviceBackend& b = device_backend(device().type);
+    char* dst = static_cast<char*>(raw_data());
+    b.copy(dst, device(), host.raw_data(), Device::cpu(), static_cast<std::size_t>(first * es));
+    for (std::int64_t done = first; done < n;) {
+      const std::int64_t step = std::min(done, n - done);
+      b.copy(dst + done * es, device(), dst, device(), static_cast<std::size_t>(step * es));
+      done += step;
+    }
     return;
   }
   char* base = static_cast<char*>(raw_data());
