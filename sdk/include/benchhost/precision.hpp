@@ -234,6 +234,10 @@ class DynamicLossScaler {
   LossScaleOptions opt_;
   float scale_;
   std::int64_t steps_ = 0, skipped_ = 0, growths_ = 0, backoffs_ = 0, clean_run_ = 0;
+  // 1/scale as a one-element tensor per device, the unscale op's input; rebuilt only when the
+  // scale changes (filling a device tensor costs a host-to-device copy).
+  mutable float cached_inv_scale_ = 0.0f;
+  mutable std::vector<Tensor> inv_scale_tensors_;
 };
 
 }  // namespace benchhost

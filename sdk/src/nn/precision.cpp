@@ -327,16 +327,18 @@ namespace {
 
 // Multiply every meaningful gradient element by `mul` and report whether any is Inf/NaN: one
 // "multi_tensor_scale_check" op per device; the found_inf flag stays on the device until this
-// reads it (one 4-byte copy per CUDA device and step).
-bool scale_and_check_finite(const std::vector<nn::Parameter*>& params, float mul, const char* what) {
+// reads it (one 4-byte copy per CUDA device and step). `mul_on` gives `mul` as a one-element
+// tensor on a device (the loss scaler caches them: filling a device tensor is a host copy).
+template <class MulOn>
+bool scale_and_check_finite(const std::vector<nn::Parameter*>& params, MulOn&& mul_on, const char* what) {
   for (auto* p : params) optim::detail::check_f32_parameter(*p, what, true, true);
   std::vector<Tensor> flags;
   for (const auto& g : optim::detail::group_by_device(params)) {
     nn::OpCall c;
-    c.inputs.push_back(Tensor::full({1}, mul, DType::f32, g.device));
+    c.inputs.push_back(mul_on(g.device));
     for (std::size_t i : g.index) c.inputs.push_back(optim::detail::rows_on(*params[i], g.device));
     for (std::size_t i : g.index) c.outputs.push_back(params[i]->grad);
-    c.outputs.push_back(Tensor::zeros({1}, DType::f32, g.device));
+    c.outputs.push_back(Tensor::empty({1}, DType::f32, g.device));  // overwritten by the op
     nn::dispatch(optim::detail::kScaleCheckOp, c);
     flags.push_back(c.outputs.back());
   }
@@ -348,7 +350,8 @@ bool scale_and_check_finite(const std::vector<nn::Parameter*>& params, float mul
 }  // namespace
 
 bool grads_finite(const std::vector<nn::Parameter*>& params) {
-  return scale_and_check_finite(params, 1.0f, "grads_finite");
+  return scale_and_check_finite(
+      params, [](Device d) { return Tensor::full({1}, 1.0, DType::f32, d); }, "grads_finite");
 }
 
 DynamicLossScaler::DynamicLossScaler(LossScaleOptions o) : opt_(o), scale_(o.init_scale) {
@@ -363,7 +366,18 @@ DynamicLossScaler::DynamicLossScaler(LossScaleOptions o) : opt_(o), scale_(o.ini
 }
 
 bool DynamicLossScaler::unscale(const std::vector<nn::Parameter*>& params) const {
-  return scale_and_check_finite(params, 1.0f / scale_, "loss scaler");
+  const float inv = 1.0f / scale_;
+  if (inv != cached_inv_scale_) {
+    inv_scale_tensors_.clear();
+    cached_inv_scale_ = inv;
+  }
+  auto mul_on = [&](Device d) {
+    for (const Tensor& t : inv_scale_tensors_)
+      if (t.device() == d) return t;
+    inv_scale_tensors_.push_back(Tensor::full({1}, inv, DType::f32, d));
+    return inv_scale_tensors_.back();
+  };
+  return scale_and_check_finite(params, mul_on, "loss scaler");
 }
 
 bool DynamicLossScaler::update(bool found_overflow) {

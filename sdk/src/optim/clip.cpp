@@ -20,7 +20,7 @@ std::vector<double> grad_sum_squares(const std::vector<nn::Parameter*>& params) 
     nn::OpCall c;
     for (std::size_t i : g.index) c.inputs.push_back(params[i]->grad);
     for (std::size_t i : g.index) c.inputs.push_back(detail::rows_on(*params[i], g.device));
-    c.outputs.push_back(Tensor::zeros({static_cast<std::int64_t>(g.index.size())}, DType::f64, g.device));
+    c.outputs.push_back(Tensor::empty({static_cast<std::int64_t>(g.index.size())}, DType::f64, g.device));  // op writes all
     nn::dispatch(detail::kSumSqOp, c);
     const Tensor host = c.outputs[0].device().is_cpu() ? c.outputs[0] : c.outputs[0].to(Device::cpu());
     for (std::size_t k = 0; k < g.index.size(); ++k) sums[g.index[k]] = host.data<double>()[k];
@@ -47,7 +47,7 @@ float clip_grad_norm(const std::vector<nn::Parameter*>& params, float max_norm) 
     c.inputs.push_back(Tensor::full({1}, coef, DType::f32, g.device));
     for (std::size_t i : g.index) c.inputs.push_back(detail::rows_on(*params[i], g.device));
     for (std::size_t i : g.index) c.outputs.push_back(params[i]->grad);
-    c.outputs.push_back(Tensor::zeros({1}, DType::f32, g.device));  // finiteness: not needed here
+    c.outputs.push_back(Tensor::empty({1}, DType::f32, g.device));  // finiteness: not needed here
     nn::dispatch(detail::kScaleCheckOp, c);
   }
   return norm;

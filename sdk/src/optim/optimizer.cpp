@@ -271,7 +271,8 @@ void Lars::update(float lr) {
   trust_.reset(params_.size());
   for (const auto& g : detail::group_by_device(params_)) {
     nn::OpCall c = group_call(params_, g, /*with_rows=*/false, {velocity_});
-    Tensor ratios = Tensor::zeros({static_cast<std::int64_t>(g.index.size())}, DType::f32, g.device);
+    // Written in full by the op; empty, not zeros: zero-filling a device tensor is a host copy.
+    Tensor ratios = Tensor::empty({static_cast<std::int64_t>(g.index.size())}, DType::f32, g.device);
     c.outputs.push_back(ratios);
     c.attrs.set("lr", lr).set("momentum", opt_.momentum).set("weight_decay", opt_.weight_decay)
         .set("eta", opt_.eta).set("epsilon", opt_.epsilon);
@@ -304,7 +305,8 @@ void Lamb::update(float lr) {
   trust_.reset(params_.size());
   for (const auto& g : detail::group_by_device(params_)) {
     nn::OpCall c = group_call(params_, g, /*with_rows=*/false, {m_, v_});
-    Tensor ratios = Tensor::zeros({static_cast<std::int64_t>(g.index.size())}, DType::f32, g.device);
+    // Written in full by the op; empty, not zeros: zero-filling a device tensor is a host copy.
+    Tensor ratios = Tensor::empty({static_cast<std::int64_t>(g.index.size())}, DType::f32, g.device);
     c.outputs.push_back(ratios);
     c.attrs.set("lr", lr).set("beta1", opt_.beta1).set("beta2", opt_.beta2)
         .set("epsilon", opt_.epsilon).set("weight_decay", opt_.weight_decay)
