@@ -152,6 +152,15 @@ TEST(CudaDenseOps, BatchedMatmulWithTransposedAAndBroadcastB) {
   EXPECT_TRUE(tensors_close(on_cpu(cg), cc, 1e-5, 1e-5));
 }
 
+TEST(CudaDenseOps, MatmulOnAViewThatIsOnlyFourByteAligned) {
+  REQUIRE_GPU();
+  nn::Tf32Scope exact(false);
+  const Tensor big = uniform({32, 65}, 38), b = uniform({64, 16}, 39);
+  const Tensor ref = nn::matmul(big.slice(1, 1, 65), b);  // starts 4 bytes into the storage, row stride 65
+  const Tensor got = nn::matmul(big.to(kGpu).slice(1, 1, 65), b.to(kGpu));
+  EXPECT_TRUE(tensors_close(on_cpu(got), ref, 1e-5, 1e-5));
+}
+
 TEST(CudaDenseOps, DeviceFillAndZero) {
   REQUIRE_GPU();
   Tensor t = Tensor::full({3, 12345}, 2.5, DType::f32, kGpu);  // more than one host chunk, not a power of 2

@@ -63,22 +63,20 @@ __global__ void ce_fwd_rows(const float* __restrict__ x, const void* targets, bo
 // One block of 256 threads: out = [mean of kept rows' losses, kept count].
 __global__ void ce_finish(const double* __restrict__ row_loss, const void* targets, bool is64, float* __restrict__ out,
                           std::int64_t N, std::int64_t C, std::int64_t ignore) {
-  __shared__ double scratch_d[32];
-  __shared__ float scratch_f[32];
-  double s = 0.0;
-  float n = 0.0f;
+  __shared__ double scratch[32];
+  double s = 0.0, n = 0.0;
   for (std::int64_t r = threadIdx.x; r < N; r += blockDim.x) {
     const std::int64_t y = target_at(targets, is64, r);
     if (y != ignore && y >= 0 && y < C) {
       s += row_loss[r];
-      n += 1.0f;
+      n += 1.0;
     }
   }
-  s = group_reduce<256>(s, SumOp{}, scratch_d);
-  n = group_reduce<256>(n, SumOp{}, scratch_f);
+  s = group_reduce<256>(s, SumOp{}, scratch);
+  n = group_reduce<256>(n, SumOp{}, scratch);
   if (threadIdx.x == 0) {
-    out[0] = n > 0.0f ? static_cast<float>(s / static_cast<double>(n)) : 0.0f;
-    out[1] = n;
+    out[0] = n > 0.0 ? static_cast<float>(s / n) : 0.0f;
+    out[1] = static_cast<float>(n);
   }
 }
 

@@ -118,13 +118,17 @@ struct Preference {
 using AlgoKey = std::tuple<int, std::int64_t, std::int64_t, std::int64_t, std::int64_t,  // device, B, M, N, K
                            std::int64_t, std::int64_t, std::int64_t, std::int64_t,      // a strides, w_sn
                            std::int64_t, std::int64_t, std::int64_t,                    // w_sk, w_sb, c_sm
-                           int, int, int, int, bool, bool>;  // types, epilogue, tf32, beta != 0
+                           int, int, int, int, bool, bool>;  // types, alignments, epilogue, tf32, beta != 0
 
-// Key on the pointer alignment too: a heuristic picked for 16-byte aligned pointers may
-// require them.
-int alignment_class(const void* p) {
+// The alignment of a pointer in bytes (a power of two, at most 256). cuBLASLt's heuristic
+// assumes 256-byte aligned buffers unless told otherwise (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*),
+// and a view into a tensor (a slice) is often less aligned, so the real alignment goes into the
+// preference and into the algorithm cache key.
+std::uint32_t alignment_of(const void* p) {
   const auto v = reinterpret_cast<std::uintptr_t>(p);
-  return (v % 16 == 0) ? 16 : (v % 8 == 0) ? 8 : 4;
+  std::uint32_t a = 1;
+  while (a < 256 && (v & a) == 0) a <<= 1;
+  return a;
 }
 
 }  // namespace
@@ -186,16 +190,23 @@ void gemm(const GemmProblem& p, const void* a, const void* w, void* c, int devic
   Layout lb(cuda_type(p.a_type), Bop.rows, Bop.cols, Bop.ld, p.B, p.a_sb);
   Layout lc(cuda_type(p.c_type), static_cast<std::uint64_t>(p.N), static_cast<std::uint64_t>(p.M), p.c_sm, p.B, p.c_sb);
 
+  const std::uint32_t align_a = alignment_of(a), align_w = alignment_of(w), align_c = alignment_of(c);
   thread_local std::map<AlgoKey, cublasLtMatmulAlgo_t> algos;
   const AlgoKey key{device, p.B, p.M, p.N, p.K, p.a_sb, p.a_sm, p.a_sk, p.w_sn, p.w_sk, p.w_sb, p.c_sm,
                     static_cast<int>(p.a_type) * 16 + static_cast<int>(p.c_type),
-                    alignment_class(a) * 100 + alignment_class(w) * 10 + alignment_class(c) / 4,
-                    static_cast<int>(epi), (p.bias ? alignment_class(p.bias) : 0), tf32, p.beta != 0.0f};
+                    static_cast<int>(align_w * 512 + align_a),
+                    static_cast<int>(align_c), static_cast<int>(epi), tf32, p.beta != 0.0f};
   auto it = algos.find(key);
   if (it == algos.end()) {
     Preference pref;
     const std::uint64_t ws = ctx.workspace_bytes;
     BH_CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    // cuBLASLt's A is our w, its B our a; C and D are both c.
+    for (auto [attr, value] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_w},
+                               std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_a},
+                               std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c},
+                               std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c}})
+      BH_CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref.h, attr, &value, sizeof(value)));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     BH_CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc.h, la.h, lb.h, lc.h, lc.h, pref.h, 1, &result, &found));
