@@ -1,0 +1,308 @@
+// CUDA 2-d convolution through cuDNN's legacy convolution API: conv2d_forward,
+// conv2d_backward_data, conv2d_backward_weights (op contracts in sdk/src/nn/cpu/conv_common.hpp).
+//
+// Layout and precision: f32 activations in NCHW or NHWC as the op's layout attribute says, used
+// in place. Weights are OIHW in every layout (nn/conv.hpp); with NHWC activations cuDNN's fast
+// kernels want KRSC (OHWI) filters, so the weights are transformed into a scratch copy with
+// cudnnTransformTensor (and the weight gradient computed in OHWI and transformed back). f32
+// accumulation; TF32 tensor-op kernels only when tf32_enabled() (nn/math_mode.hpp), otherwise
+// only FMA kernels are eligible (exact f32 products).
+//
+// Note [Convolution plans]
+// Descriptors and the algorithm are chosen once per (direction, shapes, parameters, layout,
+// device, math mode) and cached: cudnnFindConvolution*Algorithm benchmarks every algorithm the
+// first time a shape is seen (that takes milliseconds and allocates its own scratch), the
+// fastest eligible one is kept with its workspace size. Later calls only allocate the workspace
+// from the caching allocator and launch. Plans are immutable once built, so threads share them.
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "benchhost/nn/math_mode.hpp"
+#include "nn/cpu/conv_common.hpp"
+#include "nn/cuda/cudnn_common.hpp"
+
+namespace benchhost::nn::cuda {
+namespace {
+
+using conv_detail::ConvGeometry;
+
+enum class Direction { forward, backward_data, backward_filter };
+
+struct ConvPlan {
+  TensorDesc x, y, bias;
+  FilterDesc w;
+  ConvDesc conv;
+  bool nhwc = false;
+  TensorDesc w_oihw, w_ohwi;  // the weight as a plain tensor in both layouts (NHWC only)
+  int algo = 0;               // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
+  std::size_t workspace_bytes = 0;
+};
+
+int checked_int(std::int64_t v, const char* what) {
+  BH_CHECK_AS(Unsupported, v >= 0 && v <= INT_MAX, "conv2d (cuDNN): {} = {} does not fit an int",
+              what, v);
+  return static_cast<int>(v);
+}
+
+void set_act(TensorDesc& d, const ImageDims& dims, bool nhwc) {
+  BH_CHECK_CUDNN(cudnnSetTensor4dDescriptor(
+      d.d, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+      checked_int(dims.n, "N"), checked_int(dims.c, "C"), checked_int(dims.h, "H"),
+      checked_int(dims.w, "W")));
+}
+
+// Without TF32, results measured with tensor-op math are skipped; the others (reported as FMA
+// or DEFAULT math) run with CUDNN_FMA_MATH forced on the descriptor (build_plan).
+template <class Perf>
+bool eligible(const Perf& p, bool tf32) {
+  return p.status == CUDNN_STATUS_SUCCESS &&
+         (tf32 || (p.mathType != CUDNN_TENSOR_OP_MATH &&
+                   p.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION));
+}
+
+// The fastest eligible result of a find (sorted by time), else of the heuristics. A find that
+// fails as a whole (e.g. out of memory for its own scratch) falls back to the heuristics.
+template <class Perf, class Find, class Heuristic>
+Perf choose(Find&& find, Heuristic&& heuristic, int count, bool tf32, const std::string& what) {
+  std::vector<Perf> perf(static_cast<std::size_t>(count));
+  int returned = 0;
+  if (find(count, &returned, perf.data()) == CUDNN_STATUS_SUCCESS)
+    for (int i = 0; i < returned; ++i)
+      if (eligible(perf[i], tf32)) return perf[i];
+  returned = 0;
+  BH_CHECK_CUDNN(heuristic(count, &returned, perf.data()));
+  for (int i = 0; i < returned; ++i)
+    if (eligible(perf[i], tf32)) return perf[i];
+  BH_THROW(Unsupported, "conv2d (cuDNN): no {} algorithm supports {}{}", what,
+           what, tf32 ? "" : " with FMA (non-TF32) math");
+}
+
+std::string plan_key(Direction dir, const ConvGeometry& g, const Conv2dSpec& s, int device,
+                     bool tf32) {
+  return fmt::format("{}|{}|{}x{}x{}x{}|o{}k{}x{}|s{}x{}p{}x{}d{}x{}g{}|dev{}|tf32{}",
+                     static_cast<int>(dir), image_layout_name(s.layout), g.x.n, g.x.c, g.x.h,
+                     g.x.w, g.out_channels, g.kh, g.kw, s.stride_h, s.stride_w, s.pad_h, s.pad_w,
+                     s.dilation_h, s.dilation_w, s.groups, device, tf32 ? 1 : 0);
+}
+
+std::unique_ptr<ConvPlan> build_plan(Direction dir, const ConvGeometry& g, const Conv2dSpec& s,
+                                     bool tf32, cudnnHandle_t h) {
+  auto p = std::make_unique<ConvPlan>();
+  p->nhwc = s.layout == ImageLayout::nhwc;
+  set_act(p->x, g.x, p->nhwc);
+  set_act(p->y, g.y, p->nhwc);
+  const int o = checked_int(g.out_channels, "O"), ig = checked_int(g.x.c / g.groups, "C/groups"),
+            kh = checked_int(g.kh, "KH"), kw = checked_int(g.kw, "KW");
+  BH_CHECK_CUDNN(cudnnSetTensor4dDescriptor(p->bias.d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, o,
+                                            1, 1));
+  BH_CHECK_CUDNN(cudnnSetFilter4dDescriptor(
+      p->w.d, CUDNN_DATA_FLOAT, p->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, o, ig, kh, kw));
+  if (p->nhwc) {
+    BH_CHECK_CUDNN(cudnnSetTensor4dDescriptor(p->w_oihw.d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                              o, ig, kh, kw));
+    BH_CHECK_CUDNN(cudnnSetTensor4dDescriptor(p->w_ohwi.d, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT,
+                                              o, ig, kh, kw));
+  }
+  BH_CHECK_CUDNN(cudnnSetConvolution2dDescriptor(
+      p->conv.d, checked_int(s.pad_h, "pad_h"), checked_int(s.pad_w, "pad_w"),
+      checked_int(s.stride_h, "stride_h"), checked_int(s.stride_w, "stride_w"),
+      checked_int(s.dilation_h, "dilation_h"), checked_int(s.dilation_w, "dilation_w"),
+      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  BH_CHECK_CUDNN(cudnnSetConvolutionGroupCount(p->conv.d, checked_int(g.groups, "groups")));
+  BH_CHECK_CUDNN(cudnnSetConvolutionMathType(p->conv.d, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  int dn = 0, dc = 0, dh = 0, dw = 0;
+  BH_CHECK_CUDNN(
+      cudnnGetConvolution2dForwardOutputDim(p->conv.d, p->x.d, p->w.d, &dn, &dc, &dh, &dw));
+  BH_CHECK(dn == g.y.n && dc == g.y.c && dh == g.y.h && dw == g.y.w,
+           "conv2d (cuDNN): output {}x{}x{}x{} differs from the expected {}x{}x{}x{}", dn, dc, dh,
+           dw, g.y.n, g.y.c, g.y.h, g.y.w);
+
+  const std::string what = fmt::format("{} ({}, groups {})",
+                                       dir == Direction::forward         ? "forward"
+                                       : dir == Direction::backward_data ? "backward-data"
+                                                                         : "backward-filter",
+                                       image_layout_name(s.layout), g.groups);
+  cudnnMathType_t math = CUDNN_FMA_MATH;
+  if (dir == Direction::forward) {
+    auto perf = choose<cudnnConvolutionFwdAlgoPerf_t>(
+        [&](int n, int* r, cudnnConvolutionFwdAlgoPerf_t* out) {
+          return cudnnFindConvolutionForwardAlgorithm(h, p->x.d, p->w.d, p->conv.d, p->y.d, n, r,
+                                                      out);
+        },
+        [&](int n, int* r, cudnnConvolutionFwdAlgoPerf_t* out) {
+          return cudnnGetConvolutionForwardAlgorithm_v7(h, p->x.d, p->w.d, p->conv.d, p->y.d, n,
+                                                        r, out);
+        },
+        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, tf32, what);
+    p->algo = static_cast<int>(perf.algo);
+    p->workspace_bytes = perf.memory;
+    math = perf.mathType;
+  } else if (dir == Direction::backward_data) {
+    auto perf = choose<cudnnConvolutionBwdDataAlgoPerf_t>(
+        [&](int n, int* r, cudnnConvolutionBwdDataAlgoPerf_t* out) {
+          return cudnnFindConvolutionBackwardDataAlgorithm(h, p->w.d, p->y.d, p->conv.d, p->x.d,
+                                                           n, r, out);
+        },
+        [&](int n, int* r, cudnnConvolutionBwdDataAlgoPerf_t* out) {
+          return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w.d, p->y.d, p->conv.d,
+                                                             p->x.d, n, r, out);
+        },
+        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, tf32, what);
+    p->algo = static_cast<int>(perf.algo);
+    p->workspace_bytes = perf.memory;
+    math = perf.mathType;
+  } else {
+    auto perf = choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
+        [&](int n, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* out) {
+          return cudnnFindConvolutionBackwardFilterAlgorithm(h, p->x.d, p->y.d, p->conv.d,
+                                                             p->w.d, n, r, out);
+        },
+        [&](int n, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* out) {
+          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x.d, p->y.d, p->conv.d,
+                                                               p->w.d, n, r, out);
+        },
+        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, tf32, what);
+    p->algo = static_cast<int>(perf.algo);
+    p->workspace_bytes = perf.memory;
+    math = perf.mathType;
+  }
+  // With TF32 allowed, run with the math type the chosen algorithm was measured with (cuDNN's
+  // recommendation); without, FMA math stays forced so that no TF32 kernel can be picked.
+  BH_CHECK_CUDNN(cudnnSetConvolutionMathType(p->conv.d, tf32 ? math : CUDNN_FMA_MATH));
+  return p;
+}
+
+const ConvPlan& plan_for(Direction dir, const ConvGeometry& g, const Conv2dSpec& s,
+                         cudnnHandle_t h) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::unique_ptr<ConvPlan>> plans;
+  int device = 0;
+  BH_CHECK_CUDA(cudaGetDevice(&device));
+  const bool tf32 = tf32_enabled();
+  const std::string key = plan_key(dir, g, s, device, tf32);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = plans.find(key);
+  if (it == plans.end()) it = plans.emplace(key, build_plan(dir, g, s, tf32, h)).first;
+  return *it->second;
+}
+
+Tensor workspace(const ConvPlan& p, const Tensor& like) {
+  if (p.workspace_bytes == 0) return Tensor();
+  return Tensor::empty({static_cast<std::int64_t>(p.workspace_bytes)}, DType::u8, like.device());
+}
+
+void* ptr(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
+
+// The weights in the filter layout of the plan: w itself (NCHW) or an OHWI copy (NHWC).
+Tensor filter_of(const ConvPlan& p, const Tensor& w, cudnnHandle_t h) {
+  if (!p.nhwc) return w;
+  Tensor t = Tensor::empty(w.shape(), DType::f32, w.device());
+  const float one = 1.0f, zero = 0.0f;
+  BH_CHECK_CUDNN(cudnnTransformTensor(h, &one, p.w_oihw.d, w.raw_data(), &zero, p.w_ohwi.d,
+                                      t.raw_data()));
+  return t;
+}
+
+void forward(OpCall& call) {
+  const Conv2dSpec s = conv_detail::conv_spec(call.attrs);
+  const Tensor &x = call.inputs[0], &w = call.inputs[1];
+  const Tensor bias = call.inputs.size() > 2 ? call.inputs[2] : Tensor();
+  Tensor& y = call.outputs[0];
+  const ConvGeometry g = conv_detail::conv_geometry(x.shape(), w.shape(), s);
+  BH_CHECK_AS(InvalidArgument, y.shape() == image_shape(g.y, s.layout),
+              "conv2d_forward: output {} should be {}", shape_str(y.shape()),
+              shape_str(image_shape(g.y, s.layout)));
+  set_device_of(x);
+  cudnnHandle_t h = cudnn_handle();
+  const ConvPlan& p = plan_for(Direction::forward, g, s, h);
+  const Tensor wf = filter_of(p, w, h);
+  Tensor ws = workspace(p, x);
+  const float one = 1.0f, zero = 0.0f;
+  BH_CHECK_CUDNN(cudnnConvolutionForward(h, &one, p.x.d, x.raw_data(), p.w.d, wf.raw_data(),
+                                         p.conv.d,
+                                         static_cast<cudnnConvolutionFwdAlgo_t>(p.algo), ptr(ws),
+                                         p.workspace_bytes, &zero, p.y.d, y.raw_data()));
+  if (bias.defined())
+    BH_CHECK_CUDNN(cudnnAddTensor(h, &one, p.bias.d, bias.raw_data(), &one, p.y.d, y.raw_data()));
+}
+
+void backward_data(OpCall& call) {
+  const Conv2dSpec s = conv_detail::conv_spec(call.attrs);
+  const Tensor &dy = call.inputs[0], &w = call.inputs[1];
+  Tensor& dx = call.outputs[0];
+  const ConvGeometry g = conv_detail::conv_geometry(dx.shape(), w.shape(), s);
+  BH_CHECK_AS(InvalidArgument, dy.shape() == image_shape(g.y, s.layout),
+              "conv2d_backward_data: output gradient {} should be {}", shape_str(dy.shape()),
+              shape_str(image_shape(g.y, s.layout)));
+  set_device_of(dy);
+  cudnnHandle_t h = cudnn_handle();
+  const ConvPlan& p = plan_for(Direction::backward_data, g, s, h);
+  const Tensor wf = filter_of(p, w, h);
+  Tensor ws = workspace(p, dy);
+  const float one = 1.0f, zero = 0.0f;
+  BH_CHECK_CUDNN(cudnnConvolutionBackwardData(
+      h, &one, p.w.d, wf.raw_data(), p.y.d, dy.raw_data(), p.conv.d,
+      static_cast<cudnnConvolutionBwdDataAlgo_t>(p.algo), ptr(ws), p.workspace_bytes, &zero,
+      p.x.d, dx.raw_data()));
+}
+
+void backward_weights(OpCall& call) {
+  const Conv2dSpec s = conv_detail::conv_spec(call.attrs);
+  const Tensor &dy = call.inputs[0], &x = call.inputs[1];
+  Tensor& dw = call.outputs[0];
+  const Tensor dbias = call.outputs.size() > 1 ? call.outputs[1] : Tensor();
+  const ConvGeometry g = conv_detail::conv_geometry(x.shape(), dw.shape(), s);
+  BH_CHECK_AS(InvalidArgument, dy.shape() == image_shape(g.y, s.layout),
+              "conv2d_backward_weights: output gradient {} should be {}", shape_str(dy.shape()),
+              shape_str(image_shape(g.y, s.layout)));
+  set_device_of(dy);
+  cudnnHandle_t h = cudnn_handle();
+  const ConvPlan& p = plan_for(Direction::backward_filter, g, s, h);
+  Tensor ws = workspace(p, dy);
+  const float one = 1.0f, zero = 0.0f;
+  const auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo);
+  if (!p.nhwc) {
+    // beta = 1: the gradient accumulates (dw +=).
+    BH_CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, p.x.d, x.raw_data(), p.y.d,
+                                                  dy.raw_data(), p.conv.d, algo, ptr(ws),
+                                                  p.workspace_bytes, &one, p.w.d, dw.raw_data()));
+  } else {
+    Tensor dw_ohwi = Tensor::empty(dw.shape(), DType::f32, dw.device());
+    BH_CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, p.x.d, x.raw_data(), p.y.d,
+                                                  dy.raw_data(), p.conv.d, algo, ptr(ws),
+                                                  p.workspace_bytes, &zero, p.w.d,
+                                                  dw_ohwi.raw_data()));
+    BH_CHECK_CUDNN(cudnnTransformTensor(h, &one, p.w_ohwi.d, dw_ohwi.raw_data(), &one,
+                                        p.w_oihw.d, dw.raw_data()));
+  }
+  if (dbias.defined())
+    BH_CHECK_CUDNN(cudnnConvolutionBackwardBias(h, &one, p.y.d, dy.raw_data(), &one, p.bias.d,
+                                                dbias.raw_data()));
+}
+
+OpImpl cudnn_impl(void (*run)(OpCall&)) {
+  OpImpl impl;
+  impl.name = "cuda.cudnn";
+  impl.device = DeviceType::cuda;
+  impl.priority = 100;
+  impl.accepts = accept_cuda_f32;
+  impl.run = run;
+  return impl;
+}
+
+const bool registered = [] {
+  register_op_impl("conv2d_forward", cudnn_impl(forward));
+  register_op_impl("conv2d_backward_data", cudnn_impl(backward_data));
+  register_op_impl("conv2d_backward_weights", cudnn_impl(backward_weights));
+  return true;
+}();
+
+}  // namespace
+}  // namespace benchhost::nn::cuda
