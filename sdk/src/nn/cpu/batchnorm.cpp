@@ -64,16 +64,13 @@ Tensor batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tens
   saved.variance = call.outputs[2];
   saved.output = s.fuse_relu ? call.outputs[0] : Tensor();
   saved.training = true;
-  const float m = static_cast<float>(s.momentum);
-  const float unbias = static_cast<float>(count) / static_cast<float>(count - 1);
-  float* rm = running_mean.data<float>();
-  float* rv = running_var.data<float>();
-  const float* bm = saved.mean.data<float>();
-  const float* bv = saved.variance.data<float>();
-  for (std::int64_t c = 0; c < d.c; ++c) {
-    rm[c] = (1.0f - m) * rm[c] + m * bm[c];
-    rv[c] = (1.0f - m) * rv[c] + m * bv[c] * unbias;
-  }
+  // The running statistics live on x's device: the update is an op of its own so that it runs
+  // there (a CUDA implementation cannot be reached through host pointers).
+  OpCall update;
+  update.inputs = {saved.mean, saved.variance};
+  update.outputs = {running_mean, running_var};
+  update.attrs.set("momentum", s.momentum).set("count", static_cast<double>(count));
+  dispatch("batch_norm_running_update", update);
   return call.outputs[0];
 }
 
@@ -247,6 +244,36 @@ void onednn_backward(OpCall& call) {
   }
 }
 
+// running = (1 - m) running + m batch; the variance with the unbiased batch variance (x n/(n-1)).
+void ref_running_update(OpCall& call) {
+  const float m = static_cast<float>(call.attrs.get("momentum", 0.1));
+  const std::int64_t count = call.attrs.get_int("count", 2);
+  BH_CHECK_AS(InvalidArgument, count > 1, "batch_norm_running_update: count must be > 1, got {}",
+              count);
+  const float unbias = static_cast<float>(count) / static_cast<float>(count - 1);
+  const float* bm = call.inputs[0].data<float>();
+  const float* bv = call.inputs[1].data<float>();
+  float* rm = call.outputs[0].data<float>();
+  float* rv = call.outputs[1].data<float>();
+  for (std::int64_t c = 0; c < call.outputs[0].numel(); ++c) {
+    rm[c] = (1.0f - m) * rm[c] + m * bm[c];
+    rv[c] = (1.0f - m) * rv[c] + m * bv[c] * unbias;
+  }
+}
+
+std::vector<OpCall> running_update_cases(std::uint64_t seed) {
+  OpCall c;
+  Tensor var = conv_random({7}, seed + 2), running_var = conv_random({7}, seed + 4);
+  for (std::int64_t i = 0; i < 7; ++i) {
+    var.data<float>()[i] = std::abs(var.data<float>()[i]);
+    running_var.data<float>()[i] = 0.5f + std::abs(running_var.data<float>()[i]);
+  }
+  c.inputs = {conv_random({7}, seed + 1), var};
+  c.outputs = {conv_random({7}, seed + 3), running_var};
+  c.attrs.set("momentum", 0.1).set("count", 36);
+  return {c};
+}
+
 std::string onednn_accepts(const OpCall& call) {
   for (const Tensor& t : call.inputs)
     if (t.defined() && (t.dtype() != DType::f32 || !t.device().is_cpu()))
@@ -318,6 +345,11 @@ const bool registered = [] {
                "{dy, x, gamma, mean, var, y? (fuse_relu)} -> {dx, dgamma +=, dbeta +=}; attrs "
                "eps, training (false: frozen statistics), fuse_relu, layout",
                backward_cases, 1e-4, 1e-4, {}});
+  register_op({"batch_norm_running_update",
+               "{batch mean [C], batch var [C] (biased)} -> {running_mean, running_var} (updated "
+               "in place); attrs momentum, count (values per channel, > 1)",
+               running_update_cases, 1e-6, 1e-6,
+               {OpImpl{"cpu.ref", DeviceType::cpu, 0, nullptr, ref_running_update, true}}});
   register_op_impl("batch_norm_forward", onednn_impl(onednn_accepts, onednn_forward));
   register_op_impl("batch_norm_backward", onednn_impl(onednn_accepts, onednn_backward));
   return true;

@@ -1,0 +1,53 @@
+#pragma once
+// Launchers of the CUDA batch norm and pooling kernels (batchnorm.cu, pooling.cu), called by the
+// op glue in batchnorm.cpp and pooling.cpp. The split keeps the .cu files free of the op
+// plumbing's headers (conv_common.hpp's format strings trip nvcc's front end) and of work that
+// nvcc would only compile slower. All launchers enqueue on op_stream() and check the launch.
+// Pointers are device pointers to contiguous f32 data.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "benchhost/tensor.hpp"
+
+namespace benchhost::nn::cuda {
+
+/// A 4-d activation seen per channel: c channels, n*hw values each; NCHW or NHWC.
+struct BnShape {
+  std::int64_t n = 0, c = 0, hw = 0;
+  bool nhwc = false;
+  __host__ __device__ std::int64_t count() const { return n * hw; }
+  __host__ __device__ std::int64_t numel() const { return n * c * hw; }
+};
+
+/// mean[c] and the biased variance var[c] of x's channels (`like` names the device for scratch).
+void bn_batch_stats(const float* x, const BnShape& s, float* mean, float* var, const Tensor& like);
+/// y = gamma (x - mean) / sqrt(var + eps) + beta, then max(y, 0) when relu.
+void bn_normalize(const float* x, const float* gamma, const float* beta, const float* mean,
+                  const float* var, double eps, bool relu, const BnShape& s, float* y);
+/// dx (overwritten), dgamma += and dbeta += for dy; y (forward output) non-null masks dy by
+/// y > 0 (fused ReLU). training = false treats mean/var as constants.
+void bn_backward(const float* dy, const float* x, const float* y, const float* gamma,
+                 const float* mean, const float* var, double eps, bool training, const BnShape& s,
+                 float* dx, float* dgamma, float* dbeta, const Tensor& like);
+/// running = (1 - momentum) running + momentum batch (variance scaled by unbias).
+void bn_running_update(const float* batch_mean, const float* batch_var, float momentum,
+                       float unbias, std::int64_t channels, float* running_mean,
+                       float* running_var);
+
+/// Geometry of a 2-d pooling (input n, c, h, w; output oh, ow).
+struct PoolArgs {
+  std::int64_t n = 0, c = 0, h = 0, w = 0;
+  std::int64_t oh = 0, ow = 0;
+  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  bool nhwc = false, include_pad = true;
+};
+
+void max_pool_forward(const PoolArgs& a, const float* x, float* y);
+void avg_pool_forward(const PoolArgs& a, const float* x, float* y);
+/// dx overwritten (every element written).
+void max_pool_backward(const PoolArgs& a, const float* dy, const float* x, float* dx);
+void avg_pool_backward(const PoolArgs& a, const float* dy, float* dx);
+
+}  // namespace benchhost::nn::cuda
