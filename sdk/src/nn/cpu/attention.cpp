@@ -385,13 +385,35 @@ std::vector<OpCall> fwd_cases(std::uint64_t seed) {
   drop.attrs.set("p", 0.2).set_ints("rng", {static_cast<std::int64_t>(seed), 3, 11});
   drop.inputs[3] = Tensor::from_vector_i32({4, 0}, {2});   // second batch fully padded
   out.push_back(drop);
+  // Cases appended after index 5 (bwd_cases picks cases 1 and 5): u8 keep-flags [B, S] with
+  // T != S and a causal offset; additive [B, T, S] with -inf entries and one row fully masked.
+  OpCall flags;
+  flags.inputs = {case_tensor({B, H, 3, D}, seed + 60), case_tensor({B, H, S, D}, seed + 61),
+                  case_tensor({B, H, S, D}, seed + 62), Tensor::zeros({B, S}, DType::u8), Tensor{}};
+  flags.outputs = {Tensor::empty({B, H, 3, D}), Tensor::empty({B, H, 3, S}), Tensor::empty({B, H, 3, S}, DType::u8)};
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t j = 0; j < S; ++j) flags.inputs[3].data<std::uint8_t>()[b * S + j] = (j + b) % 3 != 1;
+  flags.attrs.set("causal", 1);
+  out.push_back(flags);
+  OpCall additive3 = base(seed + 70);
+  Tensor add3 = case_tensor({B, T, S}, seed + 71, -3.0f, 1.0f);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t i = 0; i < T; ++i)
+      for (std::int64_t j = 0; j < S; ++j)
+        if ((i + 2 * j + b) % 4 == 0 || (b == 1 && i == 2))
+          add3.data<float>()[(b * T + i) * S + j] = -std::numeric_limits<float>::infinity();
+  additive3.inputs[4] = add3;
+  additive3.attrs.set("p", 0.3).set_ints("rng", {static_cast<std::int64_t>(seed), 9, 2});
+  out.push_back(additive3);
   return out;
 }
 
 std::vector<OpCall> bwd_cases(std::uint64_t seed) {
   std::vector<OpCall> out;
-  for (double p : {0.0, 0.25}) {
-    OpCall f = fwd_cases(seed)[p > 0 ? 5 : 1];
+  // (forward case, dropout p): causal; padding with a fully padded batch; additive -inf mask.
+  const std::pair<std::size_t, double> picks[] = {{1, 0.0}, {5, 0.25}, {7, 0.3}};
+  for (const auto& [which, p] : picks) {
+    OpCall f = fwd_cases(seed)[which];
     if (p > 0) f.attrs.set("p", p);
     fwd_ref(f);
     OpCall c;
