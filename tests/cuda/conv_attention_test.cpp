@@ -1,0 +1,273 @@
+// CUDA convolution-net ops, attention and embedding bags end to end against the CPU: a ResNet
+// bottleneck block (NHWC) forward and backward, attention with every mask kind at T=S=128,
+// D=64 (forward and backward, with and without dropout), an embedding bag with repeated rows.
+// The per-op parity walk (tests/nn_ops/parity_test.cpp) covers the small example cases; these
+// check that the ops compose at realistic sizes. They skip without a GPU.
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "benchhost/nn/conv.hpp"
+#include "benchhost/nn/embedding_bag.hpp"
+#include "benchhost/nn/ops.hpp"
+#include "benchhost/tensor.hpp"
+#include "common/gradcheck.hpp"
+
+namespace benchhost::nn {
+namespace {
+
+using benchhost::testing::random_tensor;
+using benchhost::testing::tensors_close;
+
+#define REQUIRE_GPU()                                                                 \
+  do {                                                                                \
+    std::string why_;                                                                 \
+    if (!device_available(Device::cuda(0), &why_)) GTEST_SKIP() << "no CUDA device: " << why_; \
+  } while (0)
+
+Tensor on(const Tensor& t, Device d) { return t.defined() ? t.to(d) : t; }
+Tensor host(const Tensor& t) { return t.to(Device::cpu()); }
+
+// ---- ResNet bottleneck: relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1(x)))))))) + x), NHWC ----
+
+struct Bottleneck {
+  static constexpr std::int64_t kIn = 32, kMid = 16;
+  Tensor w1, w2, w3;                      // [O, I, KH, KW]
+  Tensor gamma[3], beta[3];
+  Tensor running_mean[3], running_var[3];
+};
+
+struct BottleneckResult {
+  Tensor y, dx, dw[3], dgamma[3], dbeta[3], running_mean[3], running_var[3];
+};
+
+BottleneckResult run_bottleneck(const Bottleneck& p, const Tensor& x_host, const Tensor& dy_host,
+                                Device dev) {
+  const std::int64_t mid = Bottleneck::kMid;
+  Conv2dSpec c1, c2, c3;
+  c1.layout = c2.layout = c3.layout = ImageLayout::nhwc;
+  c2.pad_h = c2.pad_w = 1;
+  BatchNormSpec relu_bn, plain_bn;
+  relu_bn.layout = plain_bn.layout = ImageLayout::nhwc;
+  relu_bn.fuse_relu = true;
+  const BatchNormSpec bn_specs[3] = {relu_bn, relu_bn, plain_bn};
+  const Conv2dSpec conv_specs[3] = {c1, c2, c3};
+  const Tensor w[3] = {on(p.w1, dev), on(p.w2, dev), on(p.w3, dev)};
+
+  BottleneckResult r;
+  Tensor gamma[3], beta[3];
+  for (int i = 0; i < 3; ++i) {
+    gamma[i] = on(p.gamma[i], dev);
+    beta[i] = on(p.beta[i], dev);
+    r.running_mean[i] = on(p.running_mean[i], dev);
+    r.running_var[i] = on(p.running_var[i], dev);
+  }
+  const Tensor x = on(x_host, dev);
+  Tensor conv_in[3], conv_out[3];
+  BatchNormSaved saved[3];
+  Tensor h = x;
+  for (int i = 0; i < 3; ++i) {
+    conv_in[i] = h;
+    conv_out[i] = conv2d_forward(h, w[i], Tensor(), conv_specs[i]);
+    h = batch_norm_forward_train(conv_out[i], gamma[i], beta[i], r.running_mean[i],
+                                 r.running_var[i], bn_specs[i], saved[i]);
+  }
+  const Tensor pre = add(h, x);
+  r.y = relu(pre);
+
+  const Tensor dy = on(dy_host, dev);
+  const Tensor dpre = activation_backward(dy, pre, Activation::relu);
+  Tensor g = dpre;
+  for (int i = 2; i >= 0; --i) {
+    const std::int64_t out_c = i == 2 ? Bottleneck::kIn : mid;
+    r.dgamma[i] = Tensor::zeros({out_c}, DType::f32, dev);
+    r.dbeta[i] = Tensor::zeros({out_c}, DType::f32, dev);
+    const Tensor dconv = batch_norm_backward(g, conv_out[i], gamma[i], saved[i], bn_specs[i],
+                                             r.dgamma[i], r.dbeta[i]);
+    r.dw[i] = Tensor::zeros(w[i].shape(), DType::f32, dev);
+    Tensor no_bias;
+    conv2d_backward_weights(dconv, conv_in[i], r.dw[i], no_bias, conv_specs[i]);
+    g = conv2d_backward_data(dconv, w[i], conv_in[i].shape(), conv_specs[i]);
+  }
+  r.dx = add(g, dpre);  // the residual branch's gradient joins the block input's
+  return r;
+}
+
+TEST(CudaConvNet, BottleneckBlockNhwcMatchesCpu) {
+  REQUIRE_GPU();
+  const std::int64_t n = 4, hw = 14, in = Bottleneck::kIn, mid = Bottleneck::kMid;
+  Bottleneck p;
+  p.w1 = random_tensor({mid, in, 1, 1}, 1, -0.3f, 0.3f);
+  p.w2 = random_tensor({mid, mid, 3, 3}, 2, -0.15f, 0.15f);
+  p.w3 = random_tensor({in, mid, 1, 1}, 3, -0.3f, 0.3f);
+  for (int i = 0; i < 3; ++i) {
+    const std::int64_t c = i == 2 ? in : mid;
+    p.gamma[i] = random_tensor({c}, 10 + i, 0.5f, 1.5f);
+    p.beta[i] = random_tensor({c}, 20 + i, -0.2f, 0.2f);
+    p.running_mean[i] = random_tensor({c}, 30 + i, -0.1f, 0.1f);
+    p.running_var[i] = random_tensor({c}, 40 + i, 0.8f, 1.2f);
+  }
+  const Tensor x = random_tensor({n, hw, hw, in}, 50);
+  const Tensor dy = random_tensor({n, hw, hw, in}, 51);
+  const BottleneckResult cpu = run_bottleneck(p, x, dy, Device::cpu());
+  const BottleneckResult gpu = run_bottleneck(p, x, dy, Device::cuda(0));
+  const double atol = 2e-4, rtol = 2e-3;
+  EXPECT_TRUE(tensors_close(host(gpu.y), cpu.y, atol, rtol)) << "output";
+  EXPECT_TRUE(tensors_close(host(gpu.dx), cpu.dx, atol, rtol)) << "input gradient";
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(tensors_close(host(gpu.dw[i]), cpu.dw[i], atol, rtol)) << "conv" << i + 1 << " weight gradient";
+    EXPECT_TRUE(tensors_close(host(gpu.dgamma[i]), cpu.dgamma[i], atol, rtol)) << "bn" << i + 1 << " gamma gradient";
+    EXPECT_TRUE(tensors_close(host(gpu.dbeta[i]), cpu.dbeta[i], atol, rtol)) << "bn" << i + 1 << " beta gradient";
+    EXPECT_TRUE(tensors_close(host(gpu.running_mean[i]), cpu.running_mean[i], 1e-6, 1e-5)) << "bn" << i + 1 << " running mean";
+    EXPECT_TRUE(tensors_close(host(gpu.running_var[i]), cpu.running_var[i], 1e-6, 1e-5)) << "bn" << i + 1 << " running var";
+  }
+}
+
+TEST(CudaConvNet, PoolingHeadMatchesCpu) {
+  REQUIRE_GPU();
+  // The ResNet stem pool and head: 3x3/2 max pool, then global average pool, NHWC and NCHW.
+  for (ImageLayout layout : {ImageLayout::nhwc, ImageLayout::nchw}) {
+    Pool2dSpec s;
+    s.kernel_h = s.kernel_w = 3;
+    s.stride_h = s.stride_w = 2;
+    s.pad_h = s.pad_w = 1;
+    s.layout = layout;
+    const Tensor x = random_tensor(image_shape({2, 8, 15, 15}, layout), 60);
+    const Tensor xd = x.to(Device::cuda(0));
+    const Tensor y = max_pool2d_forward(x, s), yd = max_pool2d_forward(xd, s);
+    EXPECT_TRUE(tensors_close(host(yd), y, 0, 0)) << image_layout_name(layout);
+    const Tensor g = global_avg_pool_forward(y, layout), gd = global_avg_pool_forward(yd, layout);
+    EXPECT_TRUE(tensors_close(host(gd), g, 1e-6, 1e-5)) << image_layout_name(layout);
+    const Tensor dg = random_tensor(g.shape(), 61);
+    const Tensor dy = global_avg_pool_backward(dg, y.shape(), layout);
+    const Tensor dyd = global_avg_pool_backward(dg.to(Device::cuda(0)), y.shape(), layout);
+    EXPECT_TRUE(tensors_close(host(dyd), dy, 1e-7, 1e-6)) << image_layout_name(layout);
+    const Tensor dx = max_pool2d_backward(dy, x, y, s);
+    const Tensor dxd = max_pool2d_backward(dyd, xd, yd, s);
+    EXPECT_TRUE(tensors_close(host(dxd), dx, 1e-7, 1e-6)) << image_layout_name(layout);
+  }
+}
+
+// ---- attention ----
+
+struct MaskCase {
+  const char* name;
+  AttentionMask mask;
+  float dropout;
+};
+
+TEST(CudaAttention, EveryMaskKindMatchesCpuAtT128D64) {
+  REQUIRE_GPU();
+  const std::int64_t B = 2, H = 2, T = 128, S = 128, D = 64;
+  const Tensor q = random_tensor({B, H, T, D}, 70), k = random_tensor({B, H, S, D}, 71),
+               v = random_tensor({B, H, S, D}, 72), dout = random_tensor({B, H, T, D}, 73);
+  Tensor keep_bs = Tensor::zeros({B, S}, DType::u8);
+  Tensor keep_bts = Tensor::zeros({B, T, S}, DType::u8);
+  Tensor add_bts = random_tensor({B, T, S}, 74, -2.0f, 0.5f);
+  Tensor add_bhts = random_tensor({B, H, T, S}, 75, -2.0f, 0.5f);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t j = 0; j < S; ++j) keep_bs.data<std::uint8_t>()[b * S + j] = j < 100 - 30 * b;
+  for (std::int64_t b = 0; b < B; ++b)  // packed sequences: blocks [0, 50) and [50, 128)
+    for (std::int64_t i = 0; i < T; ++i)
+      for (std::int64_t j = 0; j < S; ++j) {
+        keep_bts.data<std::uint8_t>()[(b * T + i) * S + j] = (i < 50) == (j < 50);
+        if ((i * 7 + j * 3 + b) % 5 == 0) add_bts.data<float>()[(b * T + i) * S + j] = -INFINITY;
+      }
+  for (std::int64_t j = 0; j < S; ++j) add_bts.data<float>()[(1 * T + 3) * S + j] = -INFINITY;  // a fully masked row
+
+  std::vector<MaskCase> cases;
+  cases.push_back({"none", {}, 0.0f});
+  AttentionMask causal;
+  causal.causal = true;
+  cases.push_back({"causal", causal, 0.0f});
+  AttentionMask lengths;
+  lengths.key_padding = Tensor::from_vector_i64({77, 0}, {B});  // batch 1 fully padded
+  cases.push_back({"lengths", lengths, 0.0f});
+  AttentionMask flags;
+  flags.key_padding = keep_bs;
+  flags.causal = true;
+  cases.push_back({"keep_flags_causal", flags, 0.0f});
+  AttentionMask packed;
+  packed.mask = keep_bts;
+  cases.push_back({"packed_u8", packed, 0.0f});
+  AttentionMask additive;
+  additive.mask = add_bts;
+  cases.push_back({"additive_bts", additive, 0.0f});
+  AttentionMask additive_heads;
+  additive_heads.mask = add_bhts;
+  additive_heads.key_padding = Tensor::from_vector_i32({128, 90}, {B});
+  cases.push_back({"additive_bhts_lengths", additive_heads, 0.0f});
+  cases.push_back({"causal_dropout", causal, 0.1f});
+  cases.push_back({"packed_dropout", packed, 0.2f});
+
+  const Device gpu = Device::cuda(0);
+  for (const MaskCase& mc : cases) {
+    SCOPED_TRACE(mc.name);
+    AttentionSaved cpu_saved, gpu_saved;
+    const Tensor out = sdpa_forward(q, k, v, mc.mask, 0.0f, &cpu_saved, mc.dropout, 1234, 5, 6);
+    AttentionMask dm;
+    dm.causal = mc.mask.causal;
+    dm.key_padding = on(mc.mask.key_padding, gpu);
+    dm.mask = on(mc.mask.mask, gpu);
+    const Tensor out_d = sdpa_forward(q.to(gpu), k.to(gpu), v.to(gpu), dm, 0.0f, &gpu_saved,
+                                      mc.dropout, 1234, 5, 6);
+    EXPECT_TRUE(tensors_close(host(out_d), out, 2e-5, 1e-4)) << "out";
+    EXPECT_TRUE(tensors_close(host(gpu_saved.probs), cpu_saved.probs, 2e-6, 1e-4)) << "probs";
+    if (mc.dropout > 0) {
+      ASSERT_TRUE(gpu_saved.dropout.mask.defined());
+      EXPECT_TRUE(tensors_close(host(gpu_saved.dropout.mask), cpu_saved.dropout.mask, 0, 0))
+          << "dropout keep flags must be bit-identical";
+    }
+    const AttentionGrads g = sdpa_backward(dout, q, k, v, cpu_saved, 0.0f);
+    const AttentionGrads gd = sdpa_backward(dout.to(gpu), q.to(gpu), k.to(gpu), v.to(gpu),
+                                            gpu_saved, 0.0f);
+    EXPECT_TRUE(tensors_close(host(gd.dq), g.dq, 5e-5, 1e-3)) << "dq";
+    EXPECT_TRUE(tensors_close(host(gd.dk), g.dk, 5e-5, 1e-3)) << "dk";
+    EXPECT_TRUE(tensors_close(host(gd.dv), g.dv, 5e-5, 1e-3)) << "dv";
+  }
+}
+
+// ---- embedding bag ----
+
+TEST(CudaEmbeddingBag, RepeatedRowsMatchCpu) {
+  REQUIRE_GPU();
+  const std::int64_t rows = 50, dim = 40;
+  const Tensor weight = random_tensor({rows, dim}, 80);
+  // Ragged bags with rows repeated inside a bag and across bags, and an empty bag.
+  const Tensor idx = Tensor::from_vector_i64({7, 7, 3, 49, 7, 0, 3, 3, 3, 12, 49, 7, 25}, {13});
+  const Tensor off = Tensor::from_vector_i64({0, 3, 3, 6, 9, 13}, {6});
+  const Device gpu = Device::cuda(0);
+  for (BagPooling pooling : {BagPooling::sum, BagPooling::mean}) {
+    SCOPED_TRACE(bag_pooling_name(pooling));
+    Tensor out = Tensor::empty({5, dim});
+    Tensor out_d = Tensor::empty({5, dim}, DType::f32, gpu);
+    embedding_bag_forward(out, weight, idx, off, pooling);
+    embedding_bag_forward(out_d, weight.to(gpu), idx.to(gpu), off.to(gpu), pooling);
+    EXPECT_TRUE(tensors_close(host(out_d), out, 1e-6, 1e-6));
+
+    const Tensor dout = random_tensor({5, dim}, 81);
+    Tensor grad = random_tensor({rows, dim}, 82);  // accumulates onto existing values
+    Tensor grad_d = grad.to(gpu);
+    const Tensor touched = embedding_bag_backward(dout, idx, off, pooling, grad);
+    const Tensor touched_d = embedding_bag_backward(dout.to(gpu), idx.to(gpu), off.to(gpu), pooling, grad_d);
+    EXPECT_TRUE(tensors_close(host(grad_d), grad, 1e-6, 1e-6));
+    EXPECT_EQ(host(touched_d).to_float_vector(), touched.to_float_vector());
+    EXPECT_EQ(touched.to_float_vector(), (std::vector<float>{0, 3, 7, 12, 25, 49}));
+  }
+  // Fixed hotness, i32 ids.
+  const Tensor idx2 = Tensor::from_vector_i32({1, 1, 1, 4, 0, 4, 9, 9, 2}, {3, 3});
+  Tensor out = Tensor::empty({3, dim});
+  Tensor out_d = Tensor::empty({3, dim}, DType::f32, gpu);
+  embedding_bag_forward(out, weight, idx2, Tensor(), BagPooling::sum);
+  embedding_bag_forward(out_d, weight.to(gpu), idx2.to(gpu), Tensor(), BagPooling::sum);
+  EXPECT_TRUE(tensors_close(host(out_d), out, 1e-6, 1e-6));
+  // A bad row id is an InvalidArgument on the device as on the CPU.
+  const Tensor bad = Tensor::from_vector_i64({1, 50}, {1, 2});
+  Tensor out_bad = Tensor::empty({1, dim}, DType::f32, gpu);
+  EXPECT_THROW(embedding_bag_forward(out_bad, weight.to(gpu), bad.to(gpu), Tensor(), BagPooling::sum),
+               InvalidArgument);
+}
+
+}  // namespace
+}  // namespace benchhost::nn
