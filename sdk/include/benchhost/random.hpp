@@ -14,10 +14,12 @@
 #include <cstdint>
 
 /// Functions usable from CUDA device code too (dropout kernels reproduce CPU masks bit for bit).
+#ifndef BH_HOST_DEVICE
 #if defined(__CUDACC__)
 #define BH_HOST_DEVICE __host__ __device__
 #else
 #define BH_HOST_DEVICE
+#endif
 #endif
 
 namespace benchhost {

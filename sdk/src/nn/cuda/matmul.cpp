@@ -209,8 +209,10 @@ void gemm(const GemmProblem& p, const void* a, const void* w, void* c, int devic
       BH_CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref.h, attr, &value, sizeof(value)));
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
-    BH_CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc.h, la.h, lb.h, lc.h, lc.h, pref.h, 1, &result, &found));
-    if (found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc.h, la.h, lb.h, lc.h, lc.h, pref.h, 1, &result, &found);
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED) BH_CHECK_CUBLAS(st);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED || found == 0 || result.state != CUBLAS_STATUS_SUCCESS)
       BH_THROW(Unsupported, "cuBLASLt has no algorithm for a {}x{}x{} (batch {}) {} GEMM with these strides",
                p.M, p.N, p.K, p.B, dtype_name(p.a_type));
     if (algos.size() > 4096) algos.clear();  // a guard against unbounded shape churn
