@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
+
 #include "benchhost/nn/math_mode.hpp"
 #include "benchhost/nn/ops.hpp"
 #include "benchhost/random.hpp"
@@ -169,6 +171,25 @@ TEST(CudaDenseOps, DeviceFillAndZero) {
   for (float v : t.to_float_vector()) ASSERT_EQ(v, 0.0f);
   Tensor h = Tensor::full({7}, -3.0, DType::bf16, kGpu);
   for (float v : h.to_float_vector()) ASSERT_EQ(v, -3.0f);
+}
+
+TEST(CudaDenseOps, CastIsBitIdenticalToTheCpuOnSpecialValues) {
+  REQUIRE_GPU();
+  const std::vector<std::uint32_t> bits = {
+      0x7fc00001u, 0xffc12345u, 0x7f800000u, 0xff800000u,  // NaNs with payloads, +-inf
+      0x477fefffu, 0x477ff000u, 0x7f7fffffu,               // just below / at f16 overflow, FLT_MAX
+      0x33000000u, 0x33c00000u, 0x32ffffffu, 0x00000001u,  // 2^-25 and 3 * 2^-25 (ties), f32 subnormal
+      0x3f808000u, 0x3f818000u, 0x80000000u, 0x3f800001u}; // bf16 ties to even, -0, 1 + ulp
+  std::vector<float> values;
+  for (std::uint32_t b : bits) values.push_back(std::bit_cast<float>(b));
+  const Tensor x = Tensor::from_vector(values, {static_cast<std::int64_t>(values.size())});
+  for (DType t : {DType::f16, DType::bf16}) {
+    const Tensor c = nn::cast(x, t);
+    const Tensor g = on_cpu(nn::cast(x.to(kGpu), t));
+    for (std::int64_t i = 0; i < x.numel(); ++i)
+      EXPECT_EQ(static_cast<const std::uint16_t*>(g.raw_data())[i], static_cast<const std::uint16_t*>(c.raw_data())[i])
+          << dtype_name(t) << " of 0x" << std::hex << bits[static_cast<std::size_t>(i)];
+  }
 }
 
 TEST(CudaDenseOps, Bf16MatmulAccumulatesInF32) {

@@ -5,7 +5,8 @@
 // intrinsics), so results stay within the ops' CPU parity tolerances (2e-6). add broadcasts b
 // as a suffix of a's shape (element i uses b[i % b.numel()]) and may run in place (c == a).
 // cast converts f32 <-> f16 / bf16 with round-to-nearest-even (__float2half_rn,
-// __float2bfloat16_rn: IEEE rounding with overflow to inf, as dtype.hpp's conversions).
+// __float2bfloat16_rn: IEEE rounding with overflow to inf), bit-identical to dtype.cpp's
+// conversions, NaN encodings included.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -78,8 +79,17 @@ __global__ void add_kernel(const float* a, const float* __restrict__ b, float* c
 
 template <class Src, class Dst>
 __device__ __forceinline__ Dst convert(Src v);
-template <> __device__ __forceinline__ __half convert<float, __half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 convert<float, __nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+// NaNs are encoded as dtype.cpp does (quiet NaN keeping the sign; bf16 keeps the payload's top
+// bits), so the conversion is bit-identical to the CPU for every input, NaN included.
+template <> __device__ __forceinline__ __half convert<float, __half>(float v) {
+  if (isnan(v)) return __ushort_as_half(static_cast<unsigned short>(((__float_as_uint(v) >> 16) & 0x8000u) | 0x7e00u));
+  return __float2half_rn(v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 convert<float, __nv_bfloat16>(float v) {
+  const unsigned x = __float_as_uint(v);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return __ushort_as_bfloat16(static_cast<unsigned short>((x >> 16) | 0x40u));
+  return __float2bfloat16_rn(v);
+}
 template <> __device__ __forceinline__ float convert<__half, float>(__half v) { return __half2float(v); }
 template <> __device__ __forceinline__ float convert<__nv_bfloat16, float>(__nv_bfloat16 v) { return __bfloat162float(v); }
 
