@@ -68,6 +68,8 @@ __device__ void report(Status* st, unsigned long long code, long long position, 
 }
 
 __global__ void check_offsets(Bags g, Status* st) {
+  if (g.bags == 0 && blockIdx.x == 0 && threadIdx.x == 0 && (g.offsets[0] != 0 || g.total != 0))
+    report(st, kBadOffsets, 0, g.offsets[0]);
   for (std::int64_t b = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; b < g.bags;
        b += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     if (b == 0 && g.offsets[0] != 0) report(st, kBadOffsets, 0, g.offsets[0]);
