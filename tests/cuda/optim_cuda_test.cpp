@@ -258,6 +258,28 @@ TEST(CudaFp8, ScaledMatmulMatchesF32WithinFp8Tolerance) {
   EXPECT_EQ(sd.history()[0], amax);
 }
 
+// An e4m3 output (the next layer's input) with d_scale: cuBLASLt's own amax of the result, and
+// values within one e4m3 step of the CPU reference on the same fp8 inputs.
+TEST(CudaFp8, Fp8OutputWithScaleAndCublasAmax) {
+  REQUIRE_HOPPER();
+  const std::int64_t M = 32, N = 64, K = 64;
+  Tensor a = Tensor::empty({M, K}, DType::f8e4m3), b = Tensor::empty({N, K}, DType::f8e4m3);
+  const Tensor fa = random_tensor({M, K}, 5, -200, 200), fb = random_tensor({N, K}, 6, -200, 200);
+  for (std::int64_t i = 0; i < M * K; ++i) a.data<std::uint8_t>()[i] = float_to_e4m3(fa.data<float>()[i]);
+  for (std::int64_t i = 0; i < N * K; ++i) b.data<std::uint8_t>()[i] = float_to_e4m3(fb.data<float>()[i]);
+  nn::OpCall cpu;
+  cpu.inputs = {a, b, Tensor::full({1}, 1.0 / 200), Tensor::full({1}, 1.0 / 200), Tensor::full({1}, 16.0)};
+  cpu.outputs = {Tensor::zeros({M, N}, DType::f8e4m3), Tensor::zeros({1})};
+  nn::OpCall gpu;
+  for (const Tensor& t : cpu.inputs) gpu.inputs.push_back(t.to(kGpu));
+  gpu.outputs = {Tensor::zeros({M, N}, DType::f8e4m3, kGpu), Tensor::zeros({1}, DType::f32, kGpu)};
+  nn::dispatch("matmul_fp8", cpu);
+  nn::dispatch("matmul_fp8", gpu);
+  EXPECT_TRUE(close(host(gpu.outputs[0]), host(cpu.outputs[0]), 0.02, 0.13));  // e4m3 step: 1/8 relative
+  const float want = host(cpu.outputs[1])[0], got = host(gpu.outputs[1])[0];
+  EXPECT_NEAR(got, want, 1e-5 * want);
+}
+
 TEST(CudaFp8, UnsupportedShapesAreRefusedWithAReason) {
   REQUIRE_HOPPER();
   nn::OpCall mm;

@@ -221,6 +221,15 @@ TEST(Fp8Reference, MatmulIsTheDequantisedProduct) {
   // d[m][n] = 0.125 * sum_k a[m][k] b[n][k]
   EXPECT_EQ(floats(c.outputs[0]), (std::vector<float>{0.125f * 10, 0.125f * 38, 0.125f * 2, 0.125f * 7}));
   EXPECT_EQ(c.outputs[1].item({0}), 0.125 * 38);
+
+  // fp8 output: scaled by d_scale and saturated; amax of the unscaled result.
+  c.inputs.push_back(Tensor::full({1}, 2.0));
+  c.outputs = {Tensor::zeros({2, 2}, DType::f8e4m3), Tensor::zeros({1})};
+  nn::dispatch("matmul_fp8", c);
+  EXPECT_EQ(floats(c.outputs[0]), (std::vector<float>{2.5f, 10.0f, 0.5f, 1.75f}));  // 9.5 ties to 10
+  EXPECT_EQ(c.outputs[1].item({0}), 0.125 * 38);
+  c.inputs.pop_back();
+  EXPECT_THROW(nn::dispatch("matmul_fp8", c), InvalidArgument) << "an fp8 d needs d_scale";
 }
 
 TEST(PrecisionMathScope, Tf32OnlyForTheTf32Policy) {

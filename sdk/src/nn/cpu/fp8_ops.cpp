@@ -83,8 +83,8 @@ std::vector<OpCall> cast_cases(std::uint64_t seed) {
 // ---- matmul_fp8 ---------------------------------------------------------------------------------
 
 void matmul_ref(OpCall& c) {
-  BH_CHECK_AS(InvalidArgument, c.inputs.size() == 4 && !c.outputs.empty() && c.outputs.size() <= 2,
-              "matmul_fp8: expects inputs {{a, b, a_scale_inv, b_scale_inv}} and outputs {{d, amax_d}}");
+  BH_CHECK_AS(InvalidArgument, (c.inputs.size() == 4 || c.inputs.size() == 5) && !c.outputs.empty() && c.outputs.size() <= 2,
+              "matmul_fp8: expects inputs {{a, b, a_scale_inv, b_scale_inv, d_scale}} and outputs {{d, amax_d}}");
   const Tensor &a = c.inputs[0], &b = c.inputs[1];
   Tensor& d = c.outputs[0];
   BH_CHECK_AS(InvalidArgument, a.dim() == 2 && b.dim() == 2 && is_fp8(a.dtype()) && is_fp8(b.dtype()) &&
@@ -92,10 +92,14 @@ void matmul_ref(OpCall& c) {
               "matmul_fp8: a {} and b {} must be contiguous fp8 [M, K] and [N, K]", a.describe(), b.describe());
   const std::int64_t M = a.size(0), N = b.size(0), K = a.size(1);
   BH_CHECK_AS(InvalidArgument, d.shape() == Shape({M, N}) && d.is_contiguous() &&
-              (d.dtype() == DType::f32 || d.dtype() == DType::bf16 || d.dtype() == DType::f16),
-              "matmul_fp8: d {} must be a contiguous f32/bf16/f16 [{}, {}]", d.describe(), M, N);
+              (d.dtype() == DType::f32 || d.dtype() == DType::bf16 || d.dtype() == DType::f16 || is_fp8(d.dtype())),
+              "matmul_fp8: d {} must be a contiguous f32/bf16/f16/fp8 [{}, {}]", d.describe(), M, N);
   const float sa = scalar_of(c.inputs[2], "matmul_fp8", "a_scale_inv");
   const float sb = scalar_of(c.inputs[3], "matmul_fp8", "b_scale_inv");
+  const bool fp8_out = is_fp8(d.dtype());
+  BH_CHECK_AS(InvalidArgument, fp8_out == (c.inputs.size() == 5 && c.inputs[4].defined()),
+              "matmul_fp8: d_scale (input 4) is required for an fp8 d and only then");
+  const float sd = fp8_out ? scalar_of(c.inputs[4], "matmul_fp8", "d_scale") : 1.0f;
   std::vector<float> af(static_cast<std::size_t>(M * K)), bf(static_cast<std::size_t>(N * K));
   for (std::int64_t i = 0; i < M * K; ++i) af[i] = load_float(a, i);
   for (std::int64_t i = 0; i < N * K; ++i) bf[i] = load_float(b, i);
@@ -104,8 +108,11 @@ void matmul_ref(OpCall& c) {
     for (std::int64_t n = 0; n < N; ++n) {
       float acc = 0.0f;
       for (std::int64_t k = 0; k < K; ++k) acc += af[m * K + k] * bf[n * K + k];
-      store_float(d, m * N + n, sa * sb * acc);
-      amax = std::fmax(amax, std::fabs(load_float(d, m * N + n)));
+      const float v = sa * sb * acc;
+      store_float(d, m * N + n, v * sd);
+      // fp8 d: amax of the unscaled result (what the next d_scale derives from), as cuBLASLt's
+      // AMAX_D; otherwise of the stored values.
+      amax = std::fmax(amax, std::fabs(fp8_out ? v : load_float(d, m * N + n)));
     }
   if (c.outputs.size() == 2 && c.outputs[1].defined()) {
     scalar_of(c.outputs[1], "matmul_fp8", "amax_d");
@@ -140,9 +147,10 @@ const bool registered = [] {
                     "scale f32 [1]}, outputs {y f8e4m3/f8e5m2, amax f32 [1] (optional)}",
                     cast_cases, 1e-6, 1e-6, {OpImpl{"cpu.ref", DeviceType::cpu, 0, nullptr, cast_ref, true}}});
   register_op(OpDef{"matmul_fp8",
-                    "d = (a_scale_inv * a) @ (b_scale_inv * b)^T with f32 accumulation, amax_d = max |d| (stored "
-                    "values): inputs {a fp8 [M, K], b fp8 [N, K], a_scale_inv f32 [1], b_scale_inv f32 [1]}, "
-                    "outputs {d f32/bf16/f16 [M, N], amax_d f32 [1] (optional)}",
+                    "d = (a_scale_inv * a) @ (b_scale_inv * b)^T with f32 accumulation (times d_scale, saturated, "
+                    "for an fp8 d), amax_d = max |d| (stored values; unscaled result for an fp8 d): inputs {a fp8 "
+                    "[M, K], b fp8 [N, K], a_scale_inv f32 [1], b_scale_inv f32 [1], d_scale f32 [1] (fp8 d only)}, "
+                    "outputs {d f32/bf16/f16/fp8 [M, N], amax_d f32 [1] (optional)}",
                     matmul_cases, 1e-2, 1e-2, {OpImpl{"cpu.ref", DeviceType::cpu, 0, nullptr, matmul_ref, true}}});
   return true;
 }();

@@ -19,9 +19,12 @@
 // (A_SCALE_POINTER / B_SCALE_POINTER: cuBLASLt computes alpha * scale_a * scale_b * A B), so a
 // scale updated on the device needs no host round trip. Other documented requirements are
 // refused with their reason: sm_90+, fp32 compute and scale type, e5m2 x e5m2 not supported,
-// M, N, K multiples of 16 and 16-byte aligned pointers. cuBLASLt reports the output amax
-// itself (AMAX_D_POINTER) only for fp8 outputs, so for f32/f16/bf16 outputs amax_d comes from
-// one extra pass over d (launch_abs_max), on the stored values.
+// M, N, K multiples of 16 and 16-byte aligned pointers. An fp8 d (the next layer's input) is
+// scaled by d_scale (D_SCALE_POINTER) and cuBLASLt reports its amax in the epilogue
+// (AMAX_D_POINTER, the unscaled result's max |d|), with a bf16 C operand as fp8 outputs
+// require (unused: beta = 0). The header documents AMAX_D only for some type combinations, so
+// for f32/f16/bf16 outputs amax_d comes from one extra pass over d (launch_abs_max), on the
+// stored values.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -156,8 +159,8 @@ int compute_capability_major(int device) {
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 std::string matmul_accepts(const OpCall& c) {
-  if (c.inputs.size() != 4 || c.outputs.empty() || c.outputs.size() > 2)
-    return "expects inputs {a, b, a_scale_inv, b_scale_inv}, outputs {d, amax_d}";
+  if ((c.inputs.size() != 4 && c.inputs.size() != 5) || c.outputs.empty() || c.outputs.size() > 2)
+    return "expects inputs {a, b, a_scale_inv, b_scale_inv, d_scale}, outputs {d, amax_d}";
   const Tensor &a = c.inputs[0], &b = c.inputs[1], &d = c.outputs[0];
   for (const Tensor* t : {&a, &b, &d})
     if (!t->defined() || !t->device().is_cuda() || t->device() != a.device() || !t->is_contiguous())
@@ -168,8 +171,15 @@ std::string matmul_accepts(const OpCall& c) {
     return "cuBLASLt has no e5m2 x e5m2 matmul; one operand must be e4m3";
   if (a.size(1) != b.size(1)) return fmt::format("a [M, K] and b [N, K] disagree on K: {} vs {}", a.size(1), b.size(1));
   const std::int64_t M = a.size(0), N = b.size(0), K = a.size(1);
-  if (d.shape() != Shape({M, N}) || !is_half_or_f32(d.dtype()))
-    return fmt::format("d must be f32/f16/bf16 [{}, {}], got {}", M, N, d.describe());
+  if (d.shape() != Shape({M, N}) || !(is_half_or_f32(d.dtype()) || is_fp8(d.dtype())))
+    return fmt::format("d must be f32/f16/bf16/fp8 [{}, {}], got {}", M, N, d.describe());
+  const bool fp8_out = is_fp8(d.dtype());
+  if (fp8_out != (c.inputs.size() == 5 && c.inputs[4].defined()))
+    return "d_scale (input 4) is required for an fp8 d and only then";
+  if (fp8_out) {
+    std::string why = scalar_reason(c.inputs[4], "d_scale");
+    if (!why.empty()) return why;
+  }
   if (M % 16 != 0 || N % 16 != 0 || K % 16 != 0)
     return fmt::format("cuBLASLt fp8 matmuls need M, N, K multiples of 16, got {} x {} x {}", M, N, K);
   if (!aligned16(a.raw_data()) || !aligned16(b.raw_data()) || !aligned16(d.raw_data()))
@@ -212,8 +222,10 @@ void matmul_run(OpCall& c) {
   const int device = a.device().index;
   set_device_of(a);
   float* amax = c.outputs.size() == 2 && c.outputs[1].defined() ? c.outputs[1].data<float>() : nullptr;
-  if (M == 0 || N == 0) {
-    if (amax) BH_CHECK_CUDA(cudaMemsetAsync(amax, 0, sizeof(float), op_stream()));
+  if (amax) BH_CHECK_CUDA(cudaMemsetAsync(amax, 0, sizeof(float), op_stream()));
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // an empty sum: d = 0 (fp8 zero is the all-zero byte, as for the other types)
+    BH_CHECK_CUDA(cudaMemsetAsync(d.raw_data(), 0, d.nbytes(), op_stream()));
     return;
   }
   CublasLtContext& ctx = cublaslt_context(device);
@@ -229,9 +241,21 @@ void matmul_run(OpCall& c) {
   BH_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_a, sizeof(scale_a)));
   BH_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_b, sizeof(scale_b)));
 
+  const bool fp8_out = is_fp8(d.dtype());
+  Tensor c_scratch;  // fp8 outputs take a bf16 C (never read: beta = 0)
+  if (fp8_out) {
+    const void* scale_d = c.inputs[4].raw_data();
+    BH_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &scale_d, sizeof(scale_d)));
+    if (amax)
+      BH_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &amax, sizeof(amax)));
+    c_scratch = Tensor::empty({M, N}, DType::bf16, a.device());
+  }
+  void* c_ptr = fp8_out ? c_scratch.raw_data() : d.raw_data();
+
   const LtLayout la(cuda_type(b.dtype()), K, N, K);
   const LtLayout lb(cuda_type(a.dtype()), K, M, K);
-  const LtLayout ld(cuda_type(d.dtype()), N, M, N);  // C and D: C is unused (beta = 0) but typed like D
+  const LtLayout lc(fp8_out ? CUDA_R_16BF : cuda_type(d.dtype()), N, M, N);
+  const LtLayout ld(cuda_type(d.dtype()), N, M, N);
 
   LtPreference pref;
   BH_CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref.h));
@@ -239,14 +263,16 @@ void matmul_run(OpCall& c) {
   BH_CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  BH_CHECK_CUBLAS(cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc.h, la.h, lb.h, ld.h, ld.h, pref.h, 1, &result, &found));
-  BH_CHECK_AS(Unsupported, found > 0, "matmul_fp8: cuBLASLt has no algorithm for {} x {} -> {} at {} x {} x {}",
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc.h, la.h, lb.h, lc.h, ld.h, pref.h, 1, &result, &found);
+  if (st != CUBLAS_STATUS_NOT_SUPPORTED) BH_CHECK_CUBLAS(st);
+  BH_CHECK_AS(Unsupported, st == CUBLAS_STATUS_SUCCESS && found > 0, "matmul_fp8: cuBLASLt has no algorithm for {} x {} -> {} at {} x {} x {}",
               dtype_name(a.dtype()), dtype_name(b.dtype()), dtype_name(d.dtype()), M, N, K);
   const float alpha = 1.0f, beta = 0.0f;
   BH_CHECK_CUBLAS(cublasLtMatmul(ctx.handle, desc.h, &alpha, b.raw_data(), la.h, a.raw_data(), lb.h, &beta,
-                                 d.raw_data(), ld.h, d.raw_data(), ld.h, &result.algo, ctx.workspace, ws,
+                                 c_ptr, lc.h, d.raw_data(), ld.h, &result.algo, ctx.workspace, ws,
                                  op_stream()));
-  if (amax) mt::launch_abs_max(d, amax);
+  if (amax && !fp8_out) mt::launch_abs_max(d, amax);
 }
 
 const bool registered = [] {
