@@ -236,6 +236,14 @@ TEST(CudaDenseOps, LongRowsUseTheBlockPerRowKernels) {
   }
 }
 
+TEST(CudaDenseOps, SumOverLongRunsUsesChunkedPartials) {
+  REQUIRE_GPU();
+  const Tensor x = uniform({3, 100003}, 65);  // rows longer than one chunk, ragged last chunk
+  EXPECT_TRUE(tensors_close(on_cpu(nn::sum(x.to(kGpu), {-1})), nn::sum(x, {-1}), 1e-4, 1e-6));
+  EXPECT_TRUE(tensors_close(on_cpu(nn::mean(x.to(kGpu), {})), nn::mean(x, {}), 1e-7, 1e-6));
+  EXPECT_TRUE(tensors_close(on_cpu(nn::sum(x.to(kGpu), {0})), nn::sum(x, {0}), 1e-5, 1e-5));
+}
+
 TEST(CudaDenseOps, LayerNormParameterGradientsAreDeterministic) {
   REQUIRE_GPU();
   const Tensor x = uniform({3000, 64}, 61).to(kGpu), dy = uniform({3000, 64}, 62).to(kGpu);

@@ -4,7 +4,8 @@
 // bias_backward: db (+)= sum over rows of g [R, C], deterministic two-pass column sums
 // (column_partial_kernel / column_finish_kernel in cuda_common.hpp). sum/mean: the kept dims
 // are moved to the front (one strided gather when the reduced dims are not innermost), then
-// one block per output element sums its contiguous run in fp64 with a fixed-order tree.
+// one block per output element sums its contiguous run in fp64 with a fixed-order tree (runs
+// longer than 16K elements: per-chunk partial sums first, then the chunks in order).
 // amax: [outer, n, inner] view, one thread per output; ties pick the first index and NaN
 // propagates, as on the CPU. amax_backward writes dy at the arg-max and 0 elsewhere (an index
 // outside [0, n) writes nothing there: the CPU throws, a kernel cannot).
@@ -31,6 +32,33 @@ __global__ void row_sum_kernel(const float* __restrict__ x, float* __restrict__ 
     for (std::int64_t j = threadIdx.x; j < count; j += blockDim.x) s += x[r * count + j];
     s = group_reduce<256>(s, SumOp{}, scratch);
     if (threadIdx.x == 0) out[r] = static_cast<float>(s / div);
+  }
+}
+
+// Long rows (count > kRowChunk): pass 1 sums fixed chunks of each row (one block per chunk and
+// row), pass 2 adds a row's chunks in order; deterministic like the one-block-per-row path.
+constexpr std::int64_t kRowChunk = 16384;
+
+__global__ void row_partial_kernel(const float* __restrict__ x, double* __restrict__ part, std::int64_t rows,
+                                   std::int64_t count, std::int64_t chunks) {
+  __shared__ double scratch[32];
+  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kRowChunk;
+  const std::int64_t c1 = c0 + kRowChunk < count ? c0 + kRowChunk : count;
+  for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    double s = 0.0;
+    for (std::int64_t j = c0 + threadIdx.x; j < c1; j += blockDim.x) s += x[r * count + j];
+    s = group_reduce<256>(s, SumOp{}, scratch);
+    if (threadIdx.x == 0) part[r * chunks + blockIdx.x] = s;
+  }
+}
+
+__global__ void row_finish_kernel(const double* __restrict__ part, float* __restrict__ out, std::int64_t rows,
+                                  std::int64_t chunks, double div) {
+  for (std::int64_t r = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; r < rows;
+       r += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    double s = 0.0;
+    for (std::int64_t k = 0; k < chunks; ++k) s += part[r * chunks + k];
+    out[r] = static_cast<float>(s / div);
   }
 }
 
@@ -114,6 +142,18 @@ void sum_run(OpCall& c) {
     strided_copy(view, src);
   }
   const double div = c.attrs.get_bool("mean") ? static_cast<double>(count) : 1.0;
+  if (count > kRowChunk) {
+    const std::int64_t chunks = (count + kRowChunk - 1) / kRowChunk;
+    Tensor part = Tensor::empty({rows, chunks}, DType::f64, x.device());
+    const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(std::min<std::int64_t>(rows, 65535)));
+    row_partial_kernel<<<grid, 256, 0, op_stream()>>>(src.data<float>(), static_cast<double*>(part.raw_data()), rows,
+                                                      count, chunks);
+    BH_CHECK_CUDA_LAUNCH("row_partial_kernel");
+    row_finish_kernel<<<grid_for(rows), 256, 0, op_stream()>>>(static_cast<const double*>(part.raw_data()),
+                                                               out.data<float>(), rows, chunks, div);
+    BH_CHECK_CUDA_LAUNCH("row_finish_kernel");
+    return;
+  }
   row_sum_kernel<<<static_cast<unsigned>(std::min<std::int64_t>(rows, 65535LL * 32)), 256, 0, op_stream()>>>(
       src.data<float>(), out.data<float>(), rows, count, div);
   BH_CHECK_CUDA_LAUNCH("row_sum_kernel");
