@@ -82,6 +82,20 @@ TEST_P(CudaOptimizer, StepsMatchTheCpu) {
 INSTANTIATE_TEST_SUITE_P(All, CudaOptimizer, ::testing::ValuesIn(optimizer_cases()),
                          [](const auto& info) { return info.param.name; });
 
+TEST(CudaMultiTensor, ZeroGradClearsDeviceGradientsEvenNaN) {
+  REQUIRE_GPU();
+  ParamSet cpu = make_params(61);
+  fill_grads(cpu, 1, 0, /*sparse=*/true);
+  cpu[3]->grad.data<float>()[100] = NAN;
+  ParamSet gpu = copy_to(cpu, kGpu);
+  Sgd opt(pointers(gpu));
+  opt.zero_grad();
+  for (const auto& p : gpu) {
+    EXPECT_FALSE(p->sparse_rows.defined());
+    for (float v : host(p->grad)) ASSERT_EQ(v, 0.0f) << p->name;
+  }
+}
+
 // Many tensors: more than one table of tensors and of blocks per launch (Note [Multi-tensor
 // apply]), including empty tensors and a tensor straddling two launches.
 TEST(CudaMultiTensor, ManyTensorsAcrossLaunchesMatchTheCpu) {

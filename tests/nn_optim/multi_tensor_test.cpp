@@ -169,7 +169,7 @@ TEST(MultiTensorOps, BadCallsAreRefusedWithReasons) {
 TEST(MultiTensorOps, EveryOpHasACpuReferenceAndCases) {
   for (const char* name : {"optim_sgd_multi", "optim_lars_multi", "optim_lamb_multi", "optim_adam_multi",
                            "optim_adagrad_multi", "multi_tensor_sumsq", "multi_tensor_scale_check",
-                           "multi_tensor_lerp", "fp8_cast_scaled", "matmul_fp8"}) {
+                           "multi_tensor_lerp", "multi_tensor_fill", "fp8_cast_scaled", "matmul_fp8"}) {
     const nn::OpDef* def = nn::OpRegistry::instance().find(name);
     ASSERT_NE(def, nullptr) << name;
     EXPECT_TRUE(static_cast<bool>(def->make_cases)) << name;

@@ -20,6 +20,7 @@
 //   multi_tensor_sumsq   in {x[n], rows[n]}          out {sumsq f64 [n]}
 //   multi_tensor_scale_check  in {mul f32 [1], rows[n]}  out {x[n], found_inf f32 [1]}
 //   multi_tensor_lerp    in {w[n]}                   out {shadow[n]}
+//   multi_tensor_fill    in {value f32 [1]}          out {x[n]}
 //
 // rows[i] is undefined for a dense tensor, else an i64 [r] tensor of unique row indices into
 // the first dimension on the tensor's device (Note [Sparse rows]); the callers validate them
@@ -50,6 +51,7 @@ inline constexpr const char* kAdagradOp = "optim_adagrad_multi";
 inline constexpr const char* kSumSqOp = "multi_tensor_sumsq";
 inline constexpr const char* kScaleCheckOp = "multi_tensor_scale_check";
 inline constexpr const char* kLerpOp = "multi_tensor_lerp";
+inline constexpr const char* kFillOp = "multi_tensor_fill";
 
 /// LARS trust ratio from the L2 norms of w and g (Lars in optim/optimizer.hpp): 1 on the skip
 /// list or when either norm is 0 (or not finite).

@@ -128,9 +128,27 @@ void Optimizer::step(float lr) {
 void Optimizer::step(const Schedule& schedule) { step(schedule.lr(step_count_)); }
 
 void Optimizer::zero_grad() {
+  // Device gradients: one fill op per device (Tensor::zero_ on a device copies a host buffer).
+  std::vector<nn::Parameter*> with_grad;
   for (auto* p : params_) {
-    if (p->grad.defined()) p->grad.zero_();
     p->sparse_rows = Tensor();
+    if (!p->grad.defined()) continue;
+    if (p->grad.device().is_cpu())
+      p->grad.zero_();
+    else
+      with_grad.push_back(p);
+  }
+  for (const auto& g : detail::group_by_device(with_grad)) {
+    const Device d = with_grad[g.index[0]]->grad.device();
+    auto it = std::find_if(device_zeros_.begin(), device_zeros_.end(), [&](const Tensor& z) { return z.device() == d; });
+    if (it == device_zeros_.end()) {
+      device_zeros_.push_back(Tensor::zeros({1}, DType::f32, d));
+      it = device_zeros_.end() - 1;
+    }
+    nn::OpCall c;
+    c.inputs.push_back(*it);
+    for (std::size_t i : g.index) c.outputs.push_back(with_grad[i]->grad);
+    nn::dispatch(detail::kFillOp, c);
   }
 }
 

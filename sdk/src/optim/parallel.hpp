@@ -105,6 +105,7 @@ void for_each_span(const Tensor& value, const Tensor& rows, F&& f) {
     return;
   }
   const std::int64_t n = rows.numel();
+  if (n == 0) return;
   const std::int64_t row_len = value.numel() / value.size(0);
   const std::int64_t* idx = rows.data<std::int64_t>();
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, std::max<std::int64_t>(1, kChunk / std::max<std::int64_t>(row_len, 1))),
@@ -119,6 +120,7 @@ template <std::size_t K, class F>
 std::array<double, K> span_sum(const Tensor& value, const Tensor& rows, F&& f) {
   if (!rows.defined()) return chunked_sum<K>(value.numel(), f);
   const std::int64_t n = rows.numel();
+  if (n == 0) return {};
   const std::int64_t row_len = value.numel() / value.size(0);
   const std::int64_t* idx = rows.data<std::int64_t>();
   std::vector<std::array<double, K>> partial(static_cast<std::size_t>(n));

@@ -121,6 +121,7 @@ class Optimizer {
   std::int64_t step_count_ = 0;
   float last_lr_ = 0.0f;
   std::vector<std::unique_ptr<Slot>> slots_;  // stable addresses: subclasses keep pointers
+  std::vector<Tensor> device_zeros_;          // f32 [1] zero per device, for zero_grad()
 };
 
 // ---- SGD ----------------------------------------------------------------------------------------

@@ -276,6 +276,18 @@ void lerp(OpCall& c) {
   });
 }
 
+void fill(OpCall& c) {
+  const std::size_t n = check_multi_tensor_call(c, "multi_tensor_fill", DeviceType::cpu, 1, 0, 1, 0, false, false);
+  const Tensor& v = c.inputs[0];
+  BH_CHECK_AS(InvalidArgument, v.numel() == 1 && v.dtype() == DType::f32 && v.device().is_cpu(),
+              "multi_tensor_fill: value must be an f32 cpu tensor of one element, is {}", v.describe());
+  const float value = v.data<float>()[0];
+  for_each_tensor(n, [&](std::size_t i) {
+    float* x = c.outputs[i].data<float>();
+    optim::detail::parallel_chunks(c.outputs[i].numel(), [&](std::int64_t b, std::int64_t e) { std::fill(x + b, x + e, value); });
+  });
+}
+
 // ---- example cases ------------------------------------------------------------------------------
 
 const std::vector<Shape> kShapes = {{37, 5}, {301}, {9000}, {6, 4}};
@@ -396,6 +408,14 @@ std::vector<OpCall> lerp_cases(std::uint64_t seed) {
   return {c};
 }
 
+std::vector<OpCall> fill_cases(std::uint64_t seed) {
+  OpCall c;
+  c.inputs.push_back(Tensor::full({1}, 0.0));
+  add_states(c, seed, -1, 1);
+  c.outputs[1].data<float>()[17] = NAN;  // a gradient after an overflowed step
+  return {c};
+}
+
 OpImpl cpu_ref(void (*run)(OpCall&)) { return OpImpl{"cpu.ref", DeviceType::cpu, 0, nullptr, run, true}; }
 
 const bool registered = [] {
@@ -429,6 +449,8 @@ const bool registered = [] {
   register_op(OpDef{optim::detail::kLerpOp,
                     "shadow = decay * shadow + (1 - decay) * w: in {w[n]}, out {shadow[n]}; attr decay",
                     lerp_cases, 1e-6, 1e-6, {cpu_ref(lerp)}});
+  register_op(OpDef{optim::detail::kFillOp, "x[i][:] = value (zero_grad on devices): in {value f32 [1]}, out {x[n]}",
+                    fill_cases, 0.0, 0.0, {cpu_ref(fill)}});
   return true;
 }();
 

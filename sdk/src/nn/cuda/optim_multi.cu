@@ -1,6 +1,7 @@
 // CUDA implementations of the multi-tensor optimizer ops (Note [Multi-tensor optimizer ops] in
 // optim/multi_tensor.hpp): SGD, LARS, LAMB, Adam/AdamW, Adagrad (dense and sparse rows),
-// per-tensor sums of squares (clipping), unscale-and-check-finite (loss scaling) and lerp (EMA).
+// per-tensor sums of squares (clipping), unscale-and-check-finite (loss scaling), lerp (EMA) and
+// fill (zero_grad).
 //
 // Layout and precision: every tensor is contiguous f32; state is f32; arithmetic is f32 in the
 // same order as the CPU loops (nn/cpu/optim_multi.cpp), so results agree to rounding (nvcc
@@ -256,6 +257,13 @@ struct LerpOp {
   }
 };
 
+// ptr: x. x = *value.
+struct FillOp {
+  const float* value;
+  __device__ float block_scalar(const Table<1>&, int) const { return *value; }
+  __device__ void operator()(const Table<1>& t, int ti, std::int64_t k, float v) const { t.ptr[0][ti][k] = v; }
+};
+
 // ---- host side ----------------------------------------------------------------------------------
 
 template <int K, class Op>
@@ -296,6 +304,7 @@ std::vector<Entry<K>> make_entries(const OpCall& c, std::size_t n, const std::ar
     e.decay = !decay.empty() && decay[i] != 0;
     e.wd = e.decay ? weight_decay : 0.0f;
     if (rows && rows[i].defined()) {
+      if (rows[i].numel() == 0) continue;  // nothing listed (span 0); also avoids 0 / 0 for [0, ...]
       e.row_len = ref.numel() / ref.size(0);
       e.rows = rows[i].data<std::int64_t>();
       e.span = rows[i].numel() * e.row_len;
@@ -456,6 +465,17 @@ void lerp(OpCall& c) {
   launch_elementwise<2>(entries, LerpOp{keep, 1.0f - keep}, "multi_tensor_lerp");
 }
 
+void fill_op(OpCall& c) {
+  const std::size_t n = check_multi_tensor_call(c, optim::detail::kFillOp, DeviceType::cuda, 1, 0, 1, 0, false, false);
+  const Tensor& v = c.inputs[0];
+  BH_CHECK_AS(InvalidArgument, v.numel() == 1 && v.dtype() == DType::f32,
+              "multi_tensor_fill: value must be an f32 tensor of one element, is {}", v.describe());
+  if (n == 0) return;
+  set_device_of(v);
+  auto entries = make_entries<1>(c, n, {c.outputs.data()}, nullptr, 0.0f);
+  launch_elementwise<1>(entries, FillOp{v.data<float>()}, "multi_tensor_fill");
+}
+
 OpImpl cuda_impl(void (*run)(OpCall&)) {
   return OpImpl{"cuda.multi_tensor", DeviceType::cuda, 50, accept_cuda, run, false};
 }
@@ -469,6 +489,7 @@ const bool registered = [] {
   register_op_impl(optim::detail::kSumSqOp, cuda_impl(sumsq));
   register_op_impl(optim::detail::kScaleCheckOp, cuda_impl(scale_check));
   register_op_impl(optim::detail::kLerpOp, cuda_impl(lerp));
+  register_op_impl(optim::detail::kFillOp, cuda_impl(fill_op));
   return true;
 }();
 
