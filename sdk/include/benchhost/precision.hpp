@@ -162,6 +162,11 @@ class PrecisionPolicy {
 /// next step is fp8_max / max(amax history) / 2^margin (or the most recent amax when
 /// Fp8Options::amax_use_max is false). A zero or non-finite amax keeps the previous scale.
 /// Not thread-safe; one per fp8 tensor (weights, activations, gradients of each matmul).
+///
+/// The measurements come from the fp8 ops (op registry): "fp8_cast_scaled" casts with scale()
+/// and writes the amax of its input, "matmul_fp8" takes the scale_inv() of both operands as
+/// device scalars (cuBLASLt scale pointers) and writes the amax of its output; both amaxes are
+/// f32 [1] tensors on the device, read back (4 bytes) for record_amax().
 class Fp8DelayedScaling {
  public:
   /// fp8_type: f8e4m3 or f8e5m2 (InvalidArgument otherwise). Starts at scale 1.
