@@ -15,7 +15,8 @@
 /// primitives (OpenMP runtime, threads = omp_get_max_threads()), each built once per distinct
 /// (op, shapes, parameters) and cached (Note [Primitive cache] in sdk/src/nn/cpu/conv_dnnl.hpp),
 /// and plain-loop references (sdk/src/nn/cpu/conv_reference.cpp) that the parity test and the
-/// unit tests compare against. No CUDA implementation yet: a CUDA tensor throws Unsupported.
+/// unit tests compare against. CUDA implementations (sdk/src/nn/cuda/: cuDNN convolutions, our
+/// batch-norm and pooling kernels) take CUDA tensors; they have not yet been run on a GPU.
 ///
 /// Precision: fp32 in, fp32 out, fp32 accumulation. Other dtypes throw Unsupported.
 /// Ownership: outputs are new tensors; inputs are never modified except where a function says

@@ -6,7 +6,8 @@
 /// pools them (sum, or mean); the backward pass scatters the pooled gradient back onto the rows
 /// that were looked up, and only onto them.
 ///
-/// Bag layouts (indices are i32 or i64, CPU tensors):
+/// Bag layouts (indices are i32 or i64, on the table's device; the touched rows that backward
+/// returns are always a CPU tensor):
 ///   - fixed hotness: `indices` is [B, H], bag b is row b (MLPerf's materialised multi-hot .npz
 ///     arrays have exactly this shape); `offsets` is left undefined;
 ///   - ragged: `indices` is [N], `offsets` is i64 [B + 1] with offsets[0] = 0, offsets[B] = N and
@@ -45,8 +46,8 @@ BagPooling parse_bag_pooling(const std::string& name);
 std::int64_t embedding_bag_count(const Tensor& indices, const Tensor& offsets);
 
 /// out[b, :] = pool_{i in bag b} weight[i, :].
-/// @param out      f32 [B, D], contiguous, CPU; overwritten.
-/// @param weight   f32 [R, D], contiguous rows, CPU.
+/// @param out      f32 [B, D], contiguous, on the table's device; overwritten.
+/// @param weight   f32 [R, D], contiguous rows (CPU or CUDA).
 /// @param indices  i32/i64 row ids in [0, R); see the layouts above.
 /// @param offsets  i64 [B + 1] for ragged bags, undefined for fixed hotness.
 /// Throws InvalidArgument for a row id outside [0, R) (naming it and R) or mismatched shapes.
@@ -55,7 +56,7 @@ void embedding_bag_forward(Tensor& out, const Tensor& weight, const Tensor& indi
 
 /// grad_weight[i, :] += sum_{bags b containing i} scale_b * dout[b, :] for every looked-up row i,
 /// where scale_b is 1 (sum) or 1 / |bag b| (mean); a row appearing twice in a bag counts twice.
-/// @param grad_weight  f32 [R, D], contiguous, CPU; only the touched rows are written.
+/// @param grad_weight  f32 [R, D], contiguous, on the table's device; only the touched rows are written.
 /// @returns the touched rows: i64 [U], unique, ascending.
 Tensor embedding_bag_backward(const Tensor& dout, const Tensor& indices, const Tensor& offsets,
                               BagPooling pooling, Tensor& grad_weight);

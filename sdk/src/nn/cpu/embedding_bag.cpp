@@ -350,7 +350,43 @@ std::vector<OpCall> make_cases(std::uint64_t seed, bool backward) {
   return calls;
 }
 
+// zero_rows: rows of grad listed in `rows` (i64, unique, in range) set to zero.
+void run_zero_rows(OpCall& c) {
+  const Tensor& rows_t = c.inputs.at(0);
+  Tensor& grad = c.outputs.at(0);
+  check_f32_matrix(grad, "grad");
+  BH_CHECK_AS(InvalidArgument, rows_t.dtype() == DType::i64 && rows_t.dim() == 1 &&
+              rows_t.is_contiguous() && rows_t.device().is_cpu(),
+              "zero_rows: rows must be a contiguous CPU i64 vector, got {}", rows_t.describe());
+  const std::int64_t dim = grad.size(1), n = rows_t.numel(), num_rows = grad.size(0);
+  const std::int64_t* rows = rows_t.data<std::int64_t>();
+  for (std::int64_t i = 0; i < n; ++i)
+    BH_CHECK_AS(InvalidArgument, rows[i] >= 0 && rows[i] < num_rows,
+                "zero_rows: row {} is outside [0, {})", rows[i], num_rows);
+  float* g = grad.data<float>();
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, 64),
+                    [&](const tbb::blocked_range<std::int64_t>& r) {
+    for (std::int64_t i = r.begin(); i != r.end(); ++i)
+      std::memset(g + rows[i] * dim, 0, static_cast<std::size_t>(dim) * sizeof(float));
+  });
+}
+
+std::vector<OpCall> zero_rows_cases(std::uint64_t seed) {
+  Rng rng(seed, 0x2E);
+  OpCall c;
+  Tensor g = Tensor::empty({9, 5});
+  for (std::int64_t i = 0; i < g.numel(); ++i) g.data<float>()[i] = rng.uniform(-1.0f, 1.0f);
+  c.inputs = {Tensor::from_vector_i64({0, 3, 4, 8}, {4})};
+  c.outputs = {g};
+  return {c};
+}
+
 const bool registered = [] {
+  register_op({"zero_rows",
+               "inputs rows i64 [n] (unique, in range; on the CPU or the gradient's device); "
+               "output grad f32 [R, D] with those rows set to zero (the others untouched)",
+               zero_rows_cases, 0.0, 0.0, {}});
+  register_op_impl("zero_rows", {"cpu.ref", DeviceType::cpu, 0, nullptr, run_zero_rows, true});
   auto cpu_only = [](const OpCall& c) -> std::string {
     for (const auto& t : c.inputs)
       if (t.defined() && !t.device().is_cpu()) return "needs CPU tensors";
@@ -419,15 +455,15 @@ Tensor merge_sorted_rows(const Tensor& a, const Tensor& b) {
 
 void zero_sparse_grad(Parameter& p) {
   if (!p.sparse_rows.defined()) return;
-  check_f32_matrix(p.grad, "grad");
-  const std::int64_t dim = p.grad.size(1), n = p.sparse_rows.numel();
-  const std::int64_t* rows = p.sparse_rows.data<std::int64_t>();
-  float* g = p.grad.data<float>();
-  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, 64),
-                    [&](const tbb::blocked_range<std::int64_t>& r) {
-    for (std::int64_t i = r.begin(); i != r.end(); ++i)
-      std::memset(g + rows[i] * dim, 0, static_cast<std::size_t>(dim) * sizeof(float));
-  });
+  BH_CHECK_AS(InvalidArgument,
+              p.grad.defined() && p.grad.dtype() == DType::f32 && p.grad.dim() == 2 &&
+                  p.grad.is_contiguous(),
+              "zero_sparse_grad: the gradient of '{}' must be a contiguous f32 matrix, got {}",
+              p.name, p.grad.defined() ? p.grad.describe() : std::string("undefined"));
+  OpCall c;
+  c.inputs = {p.sparse_rows};
+  c.outputs = {p.grad};
+  OpRegistry::instance().select(OpRegistry::instance().get("zero_rows"), c, p.grad.device().type).run(c);
   p.sparse_rows = Tensor();
 }
 
@@ -436,8 +472,6 @@ EmbeddingBag::EmbeddingBag(std::int64_t num_rows, std::int64_t dim, BagPooling p
     : num_rows_(num_rows), dim_(dim), pooling_(pooling), sparse_grad_(sparse_grad) {
   BH_CHECK_AS(InvalidArgument, num_rows > 0 && dim > 0,
               "EmbeddingBag needs num_rows > 0 and dim > 0, got [{}, {}]", num_rows, dim);
-  BH_CHECK_AS(Unsupported, device.is_cpu(),
-              "EmbeddingBag: only the CPU implementation is built (the CUDA one is not written yet)");
   weight_ = &register_parameter("weight", Tensor::zeros({num_rows, dim}, DType::f32, device),
                                 /*weight_decay=*/false);
 }

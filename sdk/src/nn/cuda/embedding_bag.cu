@@ -318,6 +318,47 @@ void backward(OpCall& call) {
   if (!(count_out.device() == dev)) count_out.copy_(count_dev);
 }
 
+__global__ void zero_rows_kernel(const std::int64_t* rows, std::int64_t n, std::int64_t num_rows,
+                                 std::int64_t dim, float* grad) {
+  for (std::int64_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const std::int64_t r = rows[i];
+    if (r < 0 || r >= num_rows) continue;  // checked on the host before the launch
+    for (std::int64_t d = threadIdx.x; d < dim; d += blockDim.x) grad[r * dim + d] = 0.0f;
+  }
+}
+
+// inputs {rows i64 [n], on the CPU or the device}; outputs {grad f32 [R, D]}: rows set to zero.
+void zero_rows(OpCall& call) {
+  const Tensor& rows = call.inputs.at(0);
+  Tensor& grad = call.outputs.at(0);
+  check_matrix(grad, "zero_rows", "grad");
+  BH_CHECK_AS(InvalidArgument, rows.dtype() == DType::i64 && rows.dim() == 1 && rows.is_contiguous(),
+              "zero_rows: rows must be a contiguous i64 vector, got {}", rows.describe());
+  const std::int64_t n = rows.numel(), num_rows = grad.size(0), dim = grad.size(1);
+  if (n == 0 || dim == 0) return;
+  // The range check needs the ids on the host; sparse rows normally live there already
+  // (embedding_bag_backward returns them on the CPU), so this copy is the exception.
+  const Tensor host = rows.device().is_cpu() ? rows : rows.to(Device::cpu());
+  const std::int64_t* h = host.data<std::int64_t>();
+  for (std::int64_t i = 0; i < n; ++i)
+    BH_CHECK_AS(InvalidArgument, h[i] >= 0 && h[i] < num_rows, "zero_rows: row {} is outside [0, {})",
+                h[i], num_rows);
+  set_device_of(grad);
+  const Tensor dev_rows = rows.device() == grad.device() ? rows : rows.to(grad.device());
+  const unsigned threads = dim >= 256 ? 256 : static_cast<unsigned>((dim + 31) / 32 * 32);
+  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(n, 65535LL * 16));
+  zero_rows_kernel<<<blocks, threads, 0, op_stream()>>>(dev_rows.data<std::int64_t>(), n, num_rows, dim,
+                                                       grad.data<float>());
+  BH_CHECK_CUDA_LAUNCH("zero_rows");
+}
+
+std::string accepts_zero_rows(const OpCall& c) {
+  if (!c.outputs.at(0).device().is_cuda()) return "grad is not on a cuda device";
+  const Device rd = c.inputs.at(0).device();
+  if (!rd.is_cpu() && !(rd == c.outputs.at(0).device())) return "rows must be on the cpu or on grad's device";
+  return {};
+}
+
 std::string accepts(const OpCall& c) {
   for (std::size_t i = 0; i < c.inputs.size(); ++i)
     if (c.inputs[i].defined() && !c.inputs[i].device().is_cuda())
@@ -331,6 +372,7 @@ std::string accepts(const OpCall& c) {
 const bool registered = [] {
   register_op_impl("embedding_bag_forward", {"cuda.kernels", DeviceType::cuda, 50, accepts, forward, false});
   register_op_impl("embedding_bag_backward", {"cuda.kernels", DeviceType::cuda, 50, accepts, backward, false});
+  register_op_impl("zero_rows", {"cuda.kernels", DeviceType::cuda, 50, accepts_zero_rows, zero_rows, false});
   return true;
 }();
 
