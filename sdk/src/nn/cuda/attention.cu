@@ -64,28 +64,10 @@ struct Dropout {
   float scale = 1.0f;           // 1 / (1 - p)
 };
 
-// ---- Philox4x32-10, the same rounds as benchhost::philox4x32 (random.hpp) ----
-__device__ __forceinline__ std::uint32_t philox_lane(std::uint64_t key, std::uint64_t counter_hi,
-                                                     std::uint64_t counter_lo, int lane) {
-  std::uint32_t k0 = static_cast<std::uint32_t>(key), k1 = static_cast<std::uint32_t>(key >> 32);
-  std::uint32_t c0 = static_cast<std::uint32_t>(counter_lo), c1 = static_cast<std::uint32_t>(counter_lo >> 32);
-  std::uint32_t c2 = static_cast<std::uint32_t>(counter_hi), c3 = static_cast<std::uint32_t>(counter_hi >> 32);
-#pragma unroll
-  for (int round = 0; round < 10; ++round) {
-    const std::uint32_t hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
-    const std::uint32_t hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
-    c0 = hi1 ^ c1 ^ k0;
-    c1 = lo1;
-    c2 = hi0 ^ c3 ^ k1;
-    c3 = lo0;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  return lane == 0 ? c0 : lane == 1 ? c1 : lane == 2 ? c2 : c3;
-}
-
 __device__ __forceinline__ bool keep_element(const Dropout& d, std::uint64_t e) {
-  return (philox_lane(d.key, d.stream, e >> 2, static_cast<int>(e & 3)) >> 8) >= d.threshold;
+  std::uint32_t bits[4];
+  philox4x32_into(d.key, d.stream, e >> 2, bits);  // random.hpp, the CPU's generator
+  return (bits[e & 3] >> 8) >= d.threshold;
 }
 
 // Visible keys of row (b, i) before the per-key masks: [0, limit).
