@@ -94,20 +94,10 @@ void running_update(OpCall& call) {
                     rm.data<float>(), rv.data<float>());
 }
 
-OpImpl impl(void (*run)(OpCall&)) {
-  OpImpl i;
-  i.name = "cuda.kernels";
-  i.device = DeviceType::cuda;
-  i.priority = 50;
-  i.accepts = accept_cuda_f32;
-  i.run = run;
-  return i;
-}
-
 const bool registered = [] {
-  register_op_impl("batch_norm_forward", impl(forward));
-  register_op_impl("batch_norm_backward", impl(backward));
-  register_op_impl("batch_norm_running_update", impl(running_update));
+  register_op_impl("batch_norm_forward", cuda_impl("cuda.kernels", 50, forward));
+  register_op_impl("batch_norm_backward", cuda_impl("cuda.kernels", 50, backward));
+  register_op_impl("batch_norm_running_update", cuda_impl("cuda.kernels", 50, running_update));
   return true;
 }();
 

@@ -287,20 +287,10 @@ void backward_weights(OpCall& call) {
                                                 dbias.raw_data()));
 }
 
-OpImpl cudnn_impl(void (*run)(OpCall&)) {
-  OpImpl impl;
-  impl.name = "cuda.cudnn";
-  impl.device = DeviceType::cuda;
-  impl.priority = 100;
-  impl.accepts = accept_cuda_f32;
-  impl.run = run;
-  return impl;
-}
-
 const bool registered = [] {
-  register_op_impl("conv2d_forward", cudnn_impl(forward));
-  register_op_impl("conv2d_backward_data", cudnn_impl(backward_data));
-  register_op_impl("conv2d_backward_weights", cudnn_impl(backward_weights));
+  register_op_impl("conv2d_forward", cuda_impl("cuda.cudnn", 100, forward));
+  register_op_impl("conv2d_backward_data", cuda_impl("cuda.cudnn", 100, backward_data));
+  register_op_impl("conv2d_backward_weights", cuda_impl("cuda.cudnn", 100, backward_weights));
   return true;
 }();
 

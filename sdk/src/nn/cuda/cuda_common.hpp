@@ -80,6 +80,19 @@ inline std::string accept_cuda_f32(const OpCall& c) {
   return {};
 }
 
+/// An implementation entry for register_op_impl: `name` ("cuda.kernels", "cuda.cudnn", ...),
+/// priority 100 for vendor libraries and 50 for our kernels (Note [Op registry]).
+inline OpImpl cuda_impl(const char* name, int priority, void (*run)(OpCall&),
+                        std::string (*accepts)(const OpCall&) = accept_cuda_f32) {
+  OpImpl impl;
+  impl.name = name;
+  impl.device = DeviceType::cuda;
+  impl.priority = priority;
+  impl.accepts = accepts;
+  impl.run = run;
+  return impl;
+}
+
 /// Rows of a tensor viewed as [rows, last dim].
 inline std::int64_t rows_of(const Tensor& t) { return t.dim() == 0 ? 1 : t.numel() / t.size(-1); }
 
@@ -144,6 +157,22 @@ struct SumOp {
 struct MaxOp {
   __device__ __forceinline__ float operator()(float a, float b) const { return b > a ? b : a; }
 };
+
+/// The max m and sum(exp(x - m)) of row xr[0, C), reduced over a group of kThreads threads
+/// (thread t of the group reads columns t, t + kThreads, ...); an invalid row's threads still
+/// take part in the reduction (group_reduce synchronises the block) and contribute nothing.
+template <int kThreads>
+__device__ __forceinline__ void row_max_sumexp(const float* __restrict__ xr, std::int64_t C, int t, bool valid,
+                                               float* scratch, float& m, float& s) {
+  m = -INFINITY;
+  if (valid)
+    for (std::int64_t j = t; j < C; j += kThreads) m = xr[j] > m ? xr[j] : m;
+  m = group_reduce<kThreads>(m, MaxOp{}, scratch);
+  s = 0.0f;
+  if (valid)
+    for (std::int64_t j = t; j < C; j += kThreads) s += expf(xr[j] - m);
+  s = group_reduce<kThreads>(s, SumOp{}, scratch);
+}
 
 /// Deterministic column sums over rows, pass 1: block (32, 8) sums load(r, j) for 32 columns
 /// over rows [blockIdx.y * rows_per_chunk, +rows_per_chunk) in a fixed order into

@@ -30,14 +30,8 @@ __global__ void ce_fwd_rows(const float* __restrict__ x, const void* targets, bo
   const int t = static_cast<int>(threadIdx.x % kThreads);
   const bool valid = row < N;
   const float* xr = x + (valid ? row : 0) * C;
-  float m = -INFINITY;
-  if (valid)
-    for (std::int64_t j = t; j < C; j += kThreads) m = xr[j] > m ? xr[j] : m;
-  m = group_reduce<kThreads>(m, MaxOp{}, scratch);
-  float s = 0.0f;
-  if (valid)
-    for (std::int64_t j = t; j < C; j += kThreads) s += expf(xr[j] - m);
-  s = group_reduce<kThreads>(s, SumOp{}, scratch);
+  float m, s;
+  row_max_sumexp<kThreads>(xr, C, t, valid, scratch, m, s);
   const float lse = m + logf(s);
   float all = 0.0f;
   if (valid)

@@ -81,21 +81,11 @@ void avg_backward(OpCall& call) {
   avg_pool_backward(a, dy.data<float>(), dx.data<float>());
 }
 
-OpImpl impl(void (*run)(OpCall&)) {
-  OpImpl i;
-  i.name = "cuda.kernels";
-  i.device = DeviceType::cuda;
-  i.priority = 50;
-  i.accepts = accept_cuda_f32;
-  i.run = run;
-  return i;
-}
-
 const bool registered = [] {
-  register_op_impl("max_pool2d_forward", impl(max_forward));
-  register_op_impl("max_pool2d_backward", impl(max_backward));
-  register_op_impl("avg_pool2d_forward", impl(avg_forward));
-  register_op_impl("avg_pool2d_backward", impl(avg_backward));
+  register_op_impl("max_pool2d_forward", cuda_impl("cuda.kernels", 50, max_forward));
+  register_op_impl("max_pool2d_backward", cuda_impl("cuda.kernels", 50, max_backward));
+  register_op_impl("avg_pool2d_forward", cuda_impl("cuda.kernels", 50, avg_forward));
+  register_op_impl("avg_pool2d_backward", cuda_impl("cuda.kernels", 50, avg_backward));
   return true;
 }();
 

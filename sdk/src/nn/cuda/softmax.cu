@@ -20,14 +20,8 @@ __global__ void softmax_fwd_kernel(const float* __restrict__ x, float* __restric
   const int t = static_cast<int>(threadIdx.x % kThreads);
   const bool valid = row < R;
   const float* xr = x + (valid ? row : 0) * C;
-  float m = -INFINITY;
-  if (valid)
-    for (std::int64_t j = t; j < C; j += kThreads) m = xr[j] > m ? xr[j] : m;
-  m = group_reduce<kThreads>(m, MaxOp{}, scratch);
-  float s = 0.0f;
-  if (valid)
-    for (std::int64_t j = t; j < C; j += kThreads) s += expf(xr[j] - m);
-  s = group_reduce<kThreads>(s, SumOp{}, scratch);
+  float m, s;
+  row_max_sumexp<kThreads>(xr, C, t, valid, scratch, m, s);
   if (!valid) return;
   float* yr = y + row * C;
   if (kLog) {
