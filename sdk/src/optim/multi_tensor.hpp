@@ -34,14 +34,7 @@
 
 #include "benchhost/error.hpp"
 #include "benchhost/nn/registry.hpp"
-
-#ifndef BH_HOST_DEVICE  // also defined by benchhost/random.hpp
-#if defined(__CUDACC__)
-#define BH_HOST_DEVICE __host__ __device__
-#else
-#define BH_HOST_DEVICE
-#endif
-#endif
+#include "benchhost/random.hpp"  // BH_HOST_DEVICE
 
 namespace benchhost::optim::detail {
 
