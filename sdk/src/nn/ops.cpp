@@ -465,6 +465,38 @@ Tensor cast(const Tensor& x, DType dtype) {
   return run1("cast", {contig(x)}, like(x.shape(), x, dtype));
 }
 
+// ---- fp8 ----
+
+Tensor fp8_cast_scaled(const Tensor& x, const Tensor& scale, DType dtype, Tensor* amax) {
+  require(x, "fp8_cast_scaled", "x");
+  BH_CHECK_AS(InvalidArgument, dtype == DType::f8e4m3 || dtype == DType::f8e5m2,
+              "fp8_cast_scaled: target dtype must be f8e4m3 or f8e5m2, got {}", dtype_name(dtype));
+  OpCall c;
+  c.inputs = {contig(x), scale};
+  c.outputs = {like(x.shape(), x, dtype), amax ? like({1}, x) : Tensor()};
+  dispatch("fp8_cast_scaled", c);
+  if (amax) *amax = c.outputs[1];
+  return c.outputs[0];
+}
+
+Tensor matmul_fp8(const Tensor& a, const Tensor& b, const Tensor& a_scale_inv,
+                  const Tensor& b_scale_inv, DType out_dtype, Tensor* amax_d) {
+  require(a, "matmul_fp8", "a");
+  require(b, "matmul_fp8", "b");
+  BH_CHECK_AS(InvalidArgument, a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(1),
+              "matmul_fp8: needs a [M, K] and b [N, K], got {} and {}", shape_str(a.shape()),
+              shape_str(b.shape()));
+  BH_CHECK_AS(InvalidArgument,
+              out_dtype == DType::f32 || out_dtype == DType::bf16 || out_dtype == DType::f16,
+              "matmul_fp8: out_dtype must be f32, bf16 or f16 here, got {}", dtype_name(out_dtype));
+  OpCall c;
+  c.inputs = {contig(a), contig(b), a_scale_inv, b_scale_inv, Tensor()};
+  c.outputs = {like({a.size(0), b.size(0)}, a, out_dtype), amax_d ? like({1}, a) : Tensor()};
+  dispatch("matmul_fp8", c);
+  if (amax_d) *amax_d = c.outputs[1];
+  return c.outputs[0];
+}
+
 // ---- losses ----
 
 CrossEntropyResult softmax_cross_entropy_forward(const Tensor& logits, const Tensor& targets,

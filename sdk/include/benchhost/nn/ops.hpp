@@ -224,6 +224,22 @@ Tensor amax_backward(const Tensor& dy, const Tensor& indices, const Shape& input
 Tensor cast(const Tensor& x, DType dtype);
 
 // ================================================================================================
+// fp8 (Hopper; Note [Precision policies] in precision.hpp)
+// ================================================================================================
+
+/// y = fp8(x * scale), saturating, round to nearest even; *amax (if given) receives max |x| as an
+/// f32 [1] tensor on x's device, for Fp8DelayedScaling's history. x: f32/f16/bf16; scale: f32 [1]
+/// on x's device; dtype: f8e4m3 (activations, weights) or f8e5m2 (gradients). Op "fp8_cast_scaled".
+Tensor fp8_cast_scaled(const Tensor& x, const Tensor& scale, DType dtype, Tensor* amax = nullptr);
+/// d = (a_scale_inv a) @ (b_scale_inv b)^T with f32 accumulation: a fp8 [M, K], b fp8 [N, K] (the
+/// "TN" layout cuBLASLt's fp8 kernels take; at most one of them e5m2), scales f32 [1] on the
+/// device. out_dtype f32, bf16 or f16 (an fp8 output needs d_scale: use the registry op directly).
+/// *amax_d (if given) receives max |d|. On CUDA, cuBLASLt on sm_90+ with M, N, K multiples of 16;
+/// the CPU has only the reference implementation (for tests, not a speed path). Op "matmul_fp8".
+Tensor matmul_fp8(const Tensor& a, const Tensor& b, const Tensor& a_scale_inv,
+                  const Tensor& b_scale_inv, DType out_dtype = DType::bf16, Tensor* amax_d = nullptr);
+
+// ================================================================================================
 // Losses
 // ================================================================================================
 
