@@ -1,6 +1,7 @@
 #include "data.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "benchhost/random.hpp"
 #include "text/wordpiece.hpp"
@@ -123,6 +124,48 @@ text::BertSamples synthetic_samples(std::int64_t count, std::int64_t seq_len, st
     ++s.count;
   }
   return s;
+}
+
+MaskedLmBaselines masked_lm_baselines(const text::BertSamples& train, const text::BertSamples& eval,
+                                      std::int64_t eval_count, std::int64_t vocab) {
+  const std::int64_t T = train.seq_len, P = train.max_predictions;
+  BH_CHECK_AS(InvalidArgument, eval.seq_len == T && eval.max_predictions == P && eval_count <= eval.count && vocab > 0,
+              "masked-LM baselines: eval shapes {}x{} vs train {}x{}, {} of {} samples", eval.seq_len,
+              eval.max_predictions, T, P, eval_count, eval.count);
+  const bool bigram = vocab <= 4096;
+  std::vector<std::int64_t> label_freq(static_cast<std::size_t>(vocab), 0);
+  std::vector<std::int32_t> pair_count(bigram ? static_cast<std::size_t>(vocab * vocab) : 0, 0);
+  std::vector<std::int32_t> row(static_cast<std::size_t>(T));
+  for (std::int64_t i = 0; i < train.count; ++i) {
+    std::copy_n(train.input_ids.begin() + i * T, T, row.begin());
+    for (std::int64_t k = 0; k < train.num_predictions(i); ++k) {
+      const std::int32_t id = train.masked_lm_ids[i * P + k];
+      row[train.masked_lm_positions[i * P + k]] = id;  // undo the corruption
+      ++label_freq[id];
+    }
+    if (!bigram) continue;
+    const std::int64_t len = std::count(train.input_mask.begin() + i * T, train.input_mask.begin() + (i + 1) * T, 1);
+    for (std::int64_t t = 1; t < len; ++t) ++pair_count[row[t - 1] * vocab + row[t]];
+  }
+  MaskedLmBaselines out;
+  out.top_token = static_cast<std::int32_t>(std::max_element(label_freq.begin(), label_freq.end()) - label_freq.begin());
+  std::vector<std::int32_t> successor(bigram ? static_cast<std::size_t>(vocab) : 0, out.top_token);
+  for (std::int64_t a = 0; a < static_cast<std::int64_t>(successor.size()); ++a) {
+    const auto first = pair_count.begin() + a * vocab;
+    const auto best = std::max_element(first, first + vocab);
+    if (*best > 0) successor[a] = static_cast<std::int32_t>(best - first);
+  }
+  std::int64_t majority_hits = 0, bigram_hits = 0, total = 0;
+  for (std::int64_t i = 0; i < eval_count; ++i)
+    for (std::int64_t k = 0; k < eval.num_predictions(i); ++k, ++total) {
+      const std::int32_t label = eval.masked_lm_ids[i * P + k];
+      majority_hits += label == out.top_token;
+      if (bigram) bigram_hits += label == successor[eval.input_ids[i * T + eval.masked_lm_positions[i * P + k] - 1]];
+    }
+  const double n = static_cast<double>(std::max<std::int64_t>(total, 1));
+  out.majority = static_cast<double>(majority_hits) / n;
+  out.left_bigram = bigram ? static_cast<double>(bigram_hits) / n : std::numeric_limits<double>::quiet_NaN();
+  return out;
 }
 
 BertBatch batch_to(const BertBatch& b, Device device) {

@@ -30,6 +30,20 @@ BertBatch make_batch(const text::BertSamples& src, const std::vector<std::int64_
 text::BertSamples synthetic_samples(std::int64_t count, std::int64_t seq_len, std::int64_t max_predictions,
                                     std::int64_t vocab, std::uint64_t seed);
 
+/// Masked-LM accuracies of two predictors that use no model, on the first `eval_count` samples
+/// of `eval` (the ones the metric scores), each learned from the training samples:
+///   majority: always the most frequent masked token of `train`;
+///   left_bigram: the most frequent successor, in the uncorrupted training text, of the token
+///   left of the masked position as the evaluation input shows it (a [MASK] or random token
+///   there has no successor statistics and falls back to the majority token).
+/// left_bigram is NaN when vocab > 4096 (its V x V table would not be small).
+struct MaskedLmBaselines {
+  double majority = 0, left_bigram = 0;
+  std::int32_t top_token = 0;  ///< the majority token
+};
+MaskedLmBaselines masked_lm_baselines(const text::BertSamples& train, const text::BertSamples& eval,
+                                      std::int64_t eval_count, std::int64_t vocab);
+
 /// Move every tensor of a batch to `device`.
 BertBatch batch_to(const BertBatch& b, Device device);
 

@@ -8,7 +8,6 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
-#include <map>
 
 #include <fmt/format.h>
 
@@ -33,6 +32,7 @@ const lm::OptionTable& BertWorkload::options() {
       {"max-predictions", "int", "76", "masked positions per sample (real data: from the shards)"},
       {"hidden-dropout", "float", "0.1", "dropout after embeddings, attention and FFN"},
       {"attention-dropout", "float", "0.1", "dropout on attention probabilities"},
+      {"init-std", "float", "0.02", "std of the truncated-normal weight init (BERT's initializer_range)"},
       {"batch-size", "int", "32", "per-device batch size (rows) when -b is not given"},
       {"eval-batch-size", "int", "64", "evaluation batch size"},
       {"eval-samples", "int", "10000", "evaluation samples used (MLPerf: 10000; 0 = all)"},
@@ -160,6 +160,8 @@ RunInfo BertWorkload::setup(const RunContext& ctx) {
   std::int64_t max_pred = t.get_int(o, "max-predictions");
   cfg_.hidden_dropout = static_cast<float>(t.get_float(o, "hidden-dropout"));
   cfg_.attention_dropout = static_cast<float>(t.get_float(o, "attention-dropout"));
+  cfg_.init_std = static_cast<float>(t.get_float(o, "init-std"));
+  BH_CHECK_AS(InvalidArgument, cfg_.init_std > 0, "bert.init-std {} must be > 0", cfg_.init_std);
   batch_ = ctx.batch_size > 0 ? ctx.batch_size : t.get_int(o, "batch-size");
   eval_batch_ = t.get_int(o, "eval-batch-size");
   packing_ = t.get_bool(o, "packing");
@@ -170,7 +172,8 @@ RunInfo BertWorkload::setup(const RunContext& ctx) {
 
   // Throughput and inference runs without a data folder use synthetic samples of the same shapes.
   const bool synthetic = ctx.synthetic_data || (ctx.mode != "ttt" && t.get_string(o, "data-dir").empty());
-  majority_baseline_ = std::numeric_limits<double>::quiet_NaN();
+  majority_baseline_ = bigram_baseline_ = std::numeric_limits<double>::quiet_NaN();
+  text::WordPiece vocab;
   if (synthetic) {
     const std::int64_t n = std::max<std::int64_t>(4 * batch_, 64);
     train_ = synthetic_samples(n, s.seq_len, max_pred, s.vocab, ctx.seed);
@@ -179,7 +182,7 @@ RunInfo BertWorkload::setup(const RunContext& ctx) {
     const std::string dir = t.get_string(o, "data-dir");
     BH_CHECK_AS(InvalidArgument, !dir.empty(), "bert: time-to-train needs bert.data-dir (MLPerf HDF5 shards) or --synthetic");
     const auto files = ensure_bert_data(dir, t.get_string(o, "corpus"), t, o);
-    const auto vocab = text::WordPiece::load(files.vocab_file);
+    vocab = text::WordPiece::load(files.vocab_file);
     s.vocab = vocab.size();
     for (const auto& f : files.train_files) {
       auto shard = text::read_bert_hdf5(f, s.vocab);
@@ -198,22 +201,19 @@ RunInfo BertWorkload::setup(const RunContext& ctx) {
     BH_CHECK_AS(DataError, train_.count > 0 && eval_.count > 0, "bert: '{}' holds no samples", dir);
     s.seq_len = train_.seq_len;
     max_pred = train_.max_predictions;
-    // Baseline: always predict the most frequent masked token of the training set.
-    std::map<std::int32_t, std::int64_t> freq;
-    for (std::int64_t i = 0; i < train_.count; ++i)
-      for (std::int64_t k = 0; k < train_.num_predictions(i); ++k) ++freq[train_.masked_lm_ids[i * max_pred + k]];
-    const auto top = std::max_element(freq.begin(), freq.end(), [](auto& a, auto& b) { return a.second < b.second; })->first;
-    std::int64_t hit = 0, total = 0;
-    for (std::int64_t i = 0; i < eval_.count; ++i)
-      for (std::int64_t k = 0; k < eval_.num_predictions(i); ++k, ++total) hit += eval_.masked_lm_ids[i * max_pred + k] == top;
-    majority_baseline_ = total ? static_cast<double>(hit) / static_cast<double>(total) : 0.0;
-    fmt::print(stderr, "bert: {} training / {} eval samples, vocabulary {}, seq_len {}; most-frequent-token baseline "
-               "(always '{}') masked-LM accuracy on eval = {:.4f}; target {:.4f}\n", train_.count, eval_.count, s.vocab,
-               s.seq_len, vocab.token(top), majority_baseline_, target_);
   }
   s.max_positions = std::max(s.max_positions, s.seq_len);
   const std::int64_t eval_samples_opt = t.get_int(o, "eval-samples");
   eval_limit_ = eval_samples_opt > 0 ? std::min(eval_samples_opt, eval_.count) : eval_.count;
+  if (!synthetic) {
+    const MaskedLmBaselines b = masked_lm_baselines(train_, eval_, eval_limit_, s.vocab);
+    majority_baseline_ = b.majority;
+    bigram_baseline_ = b.left_bigram;
+    fmt::print(stderr, "bert: {} training / {} eval samples ({} evaluated), vocabulary {}, seq_len {}; masked-LM "
+               "accuracy of always predicting '{}': {:.4f}, of the left neighbour's most frequent successor: {:.4f}; "
+               "target {:.4f}\n", train_.count, eval_.count, eval_limit_, s.vocab, s.seq_len, vocab.token(b.top_token),
+               majority_baseline_, bigram_baseline_, target_);
+  }
 
   model_ = std::make_unique<BertModel>(cfg_, ctx.seed);
   if (const auto w = t.get_string(o, "init-weights"); !w.empty()) nn::load_weights(*model_, w);

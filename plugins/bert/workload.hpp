@@ -31,9 +31,11 @@ class BertWorkload : public Workload {
   void teardown() override;
 
   /// For tests and tools: the model, and the accuracy of always predicting the most frequent
-  /// masked token of the training set, measured on the evaluation set (NaN for synthetic data).
+  /// masked token of the training set, measured on the evaluated samples (NaN for synthetic data).
   BertModel& model() { return *model_; }
   double majority_baseline() const { return majority_baseline_; }
+  /// The left-neighbour bigram predictor's accuracy on the same samples (masked_lm_baselines).
+  double bigram_baseline() const { return bigram_baseline_; }
   double metric_target() const { return target_; }
   /// MLPerf's evaluation interval for a global batch: FLOOR(0.05*(230.23*GBS+3e6), 25000).
   static std::int64_t mlperf_eval_interval(std::int64_t global_batch);
@@ -50,7 +52,7 @@ class BertWorkload : public Workload {
   std::int64_t eval_limit_ = 0;
   bool packing_ = false;
   float clip_norm_ = 0;
-  double target_ = 0.72, majority_baseline_ = 0;
+  double target_ = 0.72, majority_baseline_ = 0, bigram_baseline_ = 0;
   Hyperparameters hyper_;
 };
 
