@@ -41,8 +41,8 @@ inline RunContext lm_mini_context(const std::string& plugin,
 }
 
 /// The host's time-to-train loop in miniature: train epoch by epoch, evaluate every
-/// info.eval_every_samples, stop at the target or after a sample budget (BH_MINI_BUDGET, default
-/// 16000: about twice what the mini targets need). BH_VERBOSE prints each evaluation.
+/// info.eval_every_samples, stop at the target or after a sample budget (BH_MINI_BUDGET, else
+/// `default_budget`: about twice what the mini target needs). BH_VERBOSE prints each evaluation.
 struct MiniRun {
   double metric = NAN;
   std::int64_t samples = 0;
@@ -50,9 +50,10 @@ struct MiniRun {
   bool finite_loss = true;  ///< false: a training loss was NaN/Inf and the run stopped there
 };
 
-inline MiniRun train_to_target(Workload& w, const RunInfo& info, double target, bool higher_is_better) {
+inline MiniRun train_to_target(Workload& w, const RunInfo& info, double target, bool higher_is_better,
+                               std::int64_t default_budget = 16000) {
   const bool verbose = std::getenv("BH_VERBOSE") != nullptr;
-  const std::int64_t budget = std::getenv("BH_MINI_BUDGET") ? std::atoll(std::getenv("BH_MINI_BUDGET")) : 16000;
+  const std::int64_t budget = std::getenv("BH_MINI_BUDGET") ? std::atoll(std::getenv("BH_MINI_BUDGET")) : default_budget;
   MiniRun run;
   std::int64_t next_eval = info.eval_every_samples;
   for (std::int64_t epoch = 0; epoch < info.max_epochs && !run.reached; ++epoch) {
