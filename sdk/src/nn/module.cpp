@@ -59,6 +59,15 @@ void Module::zero_grad() {
   }
 }
 
+void Module::to(Device device) {
+  for (auto* p : parameters()) {
+    if (p->value.defined() && !(p->value.device() == device)) p->value = p->value.to(device);
+    if (p->grad.defined() && !(p->grad.device() == device)) p->grad = p->grad.to(device);
+  }
+  for (auto& [name, t] : buffers())
+    if (t->defined() && !(t->device() == device)) *t = t->to(device);
+}
+
 void Module::train(bool on) {
   training_ = on;
   on_train_mode_change(on);

@@ -70,6 +70,14 @@ class Module {
   Tensor& register_buffer(const std::string& name, Tensor value);
   std::vector<std::pair<std::string, Tensor*>> buffers();
 
+  /// Move every parameter (value and gradient; sparse_rows stay where they are) and buffer of the
+  /// tree to `device`, in place: Parameter and buffer addresses stay valid, the Tensors they hold
+  /// are replaced. The usual order is construct, initialize() (seeded, on the CPU, so a CPU and a
+  /// GPU run start from the same weights), then to(device), then build the optimizer (its state
+  /// is allocated next to the parameters). Modules must reach their weights through their
+  /// Parameter and buffer pointers, never through Tensor copies taken before the move.
+  void to(Device device);
+
  protected:
   /// Called by train() on every module of the tree.
   virtual void on_train_mode_change(bool) {}
