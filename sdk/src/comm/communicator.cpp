@@ -162,15 +162,20 @@ std::unique_ptr<Communicator> create_communicator(const std::string& backend, De
              backend);
   }
   // The NCCL backend lives in the CUDA library: make sure it had its chance to register.
+  bool cuda_usable = false;
   if (device.is_cuda() && (backend == "auto" || backend == "nccl")) {
     std::string why;
-    if (!device_available(device, &why) && backend == "nccl") {
+    cuda_usable = device_available(device, &why);
+    if (!cuda_usable && backend == "nccl") {
       BH_THROW(Unsupported, "the nccl backend needs a CUDA device: {}", why);
     }
   }
+  // auto: NCCL when several processes share usable GPUs; one process needs no communicator
+  // library at all, and a device that is not there is the workload's to report (SKIPPED), not a
+  // communicator failure.
   std::string chosen = backend;
   if (backend == "auto") {
-    if (device.is_cuda() && detail::find_communicator_backend("nccl")) {
+    if (cuda_usable && env.world_size > 1 && detail::find_communicator_backend("nccl")) {
       chosen = "nccl";
     } else if (env.world_size > 1) {
       chosen = "mpi";

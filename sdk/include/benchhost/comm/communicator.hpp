@@ -149,8 +149,9 @@ class Communicator {
 };
 
 /// Create the communicator for this process.
-/// backend: "auto" | "single" | "mpi" | "nccl". auto: nccl when `device` is CUDA and NCCL was
-/// built; else mpi when env.world_size > 1 and MPI was built; else single when world_size == 1.
+/// backend: "auto" | "single" | "mpi" | "nccl". auto: nccl when `device` is a CUDA device that is
+/// present, env.world_size > 1 and NCCL was built; else mpi when env.world_size > 1 and MPI was
+/// built; else single when world_size == 1 (one process needs no collective library).
 /// Throws InvalidArgument (unknown backend, single with world_size > 1) or Unsupported (the
 /// backend was not built: "world size 2 from openmpi but this benchhost was built without MPI").
 /// The MPI backend checks that MPI's own rank and size agree with `env` (CommError otherwise).
