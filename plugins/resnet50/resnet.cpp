@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "benchhost/nn/init.hpp"
+#include "benchhost/nn/ops.hpp"
 
 namespace benchhost::resnet {
 
@@ -47,10 +48,18 @@ BatchNormSpec bn_spec(const ResNetConfig& c, bool relu) {
 
 }  // namespace
 
+// On the CPU these three are fused single loops; on a device they go through the SDK's ops
+// (residual add, then relu; relu's backward on its output, which is positive exactly where its
+// input was).
 void add_relu_(Tensor& a, const Tensor& b) {
   BH_CHECK_AS(InvalidArgument, a.shape() == b.shape() && a.is_contiguous() && b.is_contiguous(),
               "add_relu_: shapes {} and {} must match and be contiguous", shape_str(a.shape()),
               shape_str(b.shape()));
+  if (!a.device().is_cpu()) {
+    nn::add_(a, b);
+    a = nn::relu(a);  // a fresh tensor: `a` (the caller's handle) now names it
+    return;
+  }
   float* pa = a.data<float>();
   const float* pb = b.data<float>();
   const std::int64_t n = a.numel();
@@ -65,6 +74,7 @@ Tensor relu_mask_backward(const Tensor& dy, const Tensor& out) {
   BH_CHECK_AS(InvalidArgument, dy.shape() == out.shape(),
               "relu_mask_backward: gradient {} does not match the output {}", shape_str(dy.shape()),
               shape_str(out.shape()));
+  if (!dy.device().is_cpu()) return nn::activation_backward(dy, out, nn::Activation::relu);
   const Tensor g = dy.contiguous();
   Tensor r = Tensor::empty(dy.shape());
   const float* pg = g.data<float>();
@@ -117,7 +127,9 @@ Tensor Bottleneck::backward(const Tensor& dy) {
   Tensor dx = conv1_->backward(bn1_->backward(
       conv2_->backward(bn2_->backward(conv3_->backward(bn3_->backward(d))))));
   const Tensor dshort = proj_conv_ ? proj_conv_->backward(proj_bn_->backward(d)) : d;
-  {  // the shortcut's gradient joins the main branch's
+  if (!dx.device().is_cpu()) {
+    nn::add_(dx, dshort);
+  } else {  // the shortcut's gradient joins the main branch's
     float* a = dx.data<float>();
     const float* b = dshort.data<float>();
     const std::int64_t n = dx.numel();

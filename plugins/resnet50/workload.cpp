@@ -15,6 +15,8 @@
 #include "benchhost/data/image.hpp"
 #include "benchhost/data/sampler.hpp"
 #include "benchhost/data/synthetic.hpp"
+#include "benchhost/device.hpp"
+#include "benchhost/nn/math_mode.hpp"
 #include "benchhost/nn/ops.hpp"
 #include "benchhost/nn/serialize.hpp"
 #include "benchhost/threading.hpp"
@@ -141,7 +143,7 @@ Tensor as_model_input(const Tensor& images, const ResNetConfig& c) {
       images.size(1) == c.in_channels) {
     if (c.in_channels == 1)
       return images.contiguous().view({images.size(0), images.size(2), images.size(3), 1});
-    return images.permute({0, 2, 3, 1}).contiguous();
+    return nn::permute_copy(images, {0, 2, 3, 1});  // the permute op: any device
   }
   return images;
 }
@@ -169,8 +171,8 @@ WorkloadInfo ResNetWorkload::describe() {
   i.metric_name = "top1_accuracy";
   i.metric_target = 0.759;
   i.higher_is_better = true;
-  i.devices = {"cpu"};
-  i.precisions = {"fp32"};
+  i.devices = {"cpu", "cuda"};  // cuda: fp32 and tf32 (check_support)
+  i.precisions = {"fp32", "tf32"};
   i.modes = {"ttt", "train", "infer"};
   i.options = option_specs();
   i.configs = {"mlperf.conf", "sgd.conf", "mini.conf"};
@@ -179,10 +181,17 @@ WorkloadInfo ResNetWorkload::describe() {
 }
 
 std::string ResNetWorkload::check_support(const RunContext& ctx) {
-  if (!ctx.device.is_cpu())
-    return fmt::format("resnet50 on {}: the SDK's CUDA convolution/batch-norm ops are not built yet "
-                       "(CPU only in this version)",
-                       ctx.device.str());
+  if (ctx.device.is_cuda()) {
+    std::string why;
+    if (!device_available(ctx.device, &why)) return fmt::format("resnet50: {} is not available: {}", ctx.device.str(), why);
+    // The CUDA ops take f32 tensors; tf32 is the f32 path with TF32 tensor-core math.
+    if (ctx.precision != "fp32" && ctx.precision != "tf32")
+      return fmt::format("resnet50 on {} runs fp32 and tf32 only: the CUDA convolution, batch-norm "
+                         "and pooling ops have no {} path yet",
+                         ctx.device.str(), ctx.precision);
+    return {};
+  }
+  if (!ctx.device.is_cpu()) return fmt::format("resnet50: unsupported device {}", ctx.device.str());
   if (ctx.precision != "fp32")
     return fmt::format("resnet50 on the CPU runs fp32 only: the oneDNN convolution, batch-norm and "
                        "pooling ops have no {} path yet",
@@ -216,6 +225,7 @@ RunInfo ResNetWorkload::setup(const RunContext& ctx) {
   if (const std::string w = option(o, "init-weights"); !w.empty()) nn::load_weights(*model_, w);
   if (const std::string w = option(o, "save-initial-weights"); !w.empty())
     nn::save_weights(*model_, w);
+  model_->to(ctx.device);  // initialised on the CPU: the same weights on every device
 
   batch_size_ = ctx.batch_size > 0 ? ctx.batch_size : get_int(o, "batch-size");
   BH_CHECK_AS(InvalidArgument, batch_size_ >= (ctx.mode == "infer" ? 1 : 2),
@@ -247,7 +257,7 @@ RunInfo ResNetWorkload::setup(const RunContext& ctx) {
     train_source_ = std::make_unique<data::SyntheticSource>(
         std::vector<data::FieldSpec>{{"image", image_shape, DType::f32, -2.0, 2.0},
                                      {"label", {}, DType::i64, 0.0, static_cast<double>(cfg.num_classes)}},
-        batch_size_, batches, Device::cpu(), ctx.seed);
+        batch_size_, batches, ctx.device, ctx.seed);
     eval_samples_ = 0;
   } else {
     std::shared_ptr<const data::Dataset> train, eval;
@@ -303,6 +313,7 @@ RunInfo ResNetWorkload::setup(const RunContext& ctx) {
     lo.num_threads = loader_threads;
     lo.drop_last_batch = true;
     lo.seed = ctx.seed;
+    lo.device = ctx.device;  // pinned host memory and a side-stream copy on CUDA
     train_source_ = std::make_unique<data::DataLoader>(train, data::Sampler(so), lo);
     BH_CHECK_AS(InvalidArgument, train_source_->batches_per_epoch() > 0,
                 "resnet50: {} training samples give no full batch of {} per rank", train->size(),
@@ -428,6 +439,7 @@ void ResNetWorkload::prepare_batch() {
 }
 
 StepResult ResNetWorkload::train_step() {
+  const nn::Tf32Scope math(ctx_.precision == "tf32");
   if (!batch_) prepare_batch();
   const data::Batch batch = std::move(*batch_);
   batch_.reset();
@@ -446,13 +458,14 @@ StepResult ResNetWorkload::train_step() {
 EvalResult ResNetWorkload::evaluate() {
   BH_CHECK_AS(InvalidArgument, eval_source_ != nullptr,
               "resnet50: no evaluation set (synthetic data has none); use a real dataset for ttt");
+  const nn::Tf32Scope math(ctx_.precision == "tf32");
   model_->train(false);
   std::int64_t correct = 0, total = 0;
   eval_source_->start_epoch(0);
   while (auto b = eval_source_->next()) {
     const Tensor logits =
-        model_->forward(as_model_input((*b)["image"], model_->config())).contiguous();
-    const Tensor labels = (*b)["label"].to(DType::i64);
+        model_->forward(as_model_input((*b)["image"], model_->config())).to(Device::cpu()).contiguous();
+    const Tensor labels = (*b)["label"].to(Device::cpu()).to(DType::i64);
     const std::int64_t n = logits.size(0), classes = logits.size(1);
     const float* p = logits.data<float>();
     const std::int64_t* l = labels.data<std::int64_t>();
@@ -475,6 +488,7 @@ EvalResult ResNetWorkload::evaluate() {
 }
 
 StepResult ResNetWorkload::infer_step() {
+  const nn::Tf32Scope math(ctx_.precision == "tf32");
   if (!infer_images_.defined()) {
     prepare_batch();
     infer_images_ = as_model_input((*batch_)["image"], model_->config());
@@ -483,6 +497,10 @@ StepResult ResNetWorkload::infer_step() {
   model_->train(false);
   const Tensor logits = model_->forward(infer_images_);
   return {logits.size(0), std::numeric_limits<double>::quiet_NaN()};
+}
+
+void ResNetWorkload::synchronize() {
+  if (ctx_.device.is_cuda()) benchhost::synchronize(ctx_.device);
 }
 
 Hyperparameters ResNetWorkload::hyperparameters() const { return hyper_; }

@@ -43,6 +43,7 @@ class ResNetWorkload final : public Workload {
   StepResult train_step() override;
   EvalResult evaluate() override;
   StepResult infer_step() override;
+  void synchronize() override;
   Hyperparameters hyperparameters() const override;
   void teardown() override;
 
