@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "benchhost/device.hpp"
+#include "benchhost/nn/math_mode.hpp"
 #include "benchhost/nn/serialize.hpp"
 #include "benchhost/optim/clip.hpp"
 #include "benchhost/random.hpp"
@@ -68,8 +70,8 @@ WorkloadInfo GptWorkload::describe() {
   i.metric_name = "log_perplexity";
   i.metric_target = 2.69;
   i.higher_is_better = false;
-  i.devices = {"cpu"};
-  i.precisions = {"fp32"};
+  i.devices = {"cpu", "cuda"};  // cuda: fp32 and tf32 (check_support)
+  i.precisions = {"fp32", "tf32"};
   i.modes = {"ttt", "train", "infer"};
   i.options = options().specs();
   i.configs = {"mlperf.conf", "mini.conf", "125m.conf", "350m.conf", "760m.conf", "1.3b.conf",
@@ -79,9 +81,35 @@ WorkloadInfo GptWorkload::describe() {
 }
 
 std::string GptWorkload::check_support(const RunContext& ctx) {
-  if (!ctx.device.is_cpu()) return "the gpt3 plugin runs on the CPU in this version (the SDK's CUDA transformer ops are not wired in)";
+  if (ctx.device.is_cuda()) {
+    std::string why;
+    if (!device_available(ctx.device, &why)) return fmt::format("gpt3: {} is not available: {}", ctx.device.str(), why);
+    // The CUDA ops take f32 tensors; tf32 is the f32 path with TF32 tensor-core math.
+    if (ctx.precision != "fp32" && ctx.precision != "tf32")
+      return fmt::format("the gpt3 plugin runs fp32 and tf32 on {}, not {} (the transformer ops have no {} path yet)",
+                         ctx.device.str(), ctx.precision, ctx.precision);
+    return {};
+  }
+  if (!ctx.device.is_cpu()) return fmt::format("gpt3: unsupported device {}", ctx.device.str());
   if (ctx.precision != "fp32") return fmt::format("the gpt3 plugin supports fp32 only on the CPU, not {}", ctx.precision);
   return {};
+}
+
+namespace {
+
+// Memory of the device the fit check plans for: the GPU's own (the CUDA backend's environment
+// facts) or, on the CPU, the host's.
+double device_memory_bytes(Device device) {
+  if (device.is_cuda())
+    for (const auto& [k, v] : device_backend(DeviceType::cuda).environment())
+      if (k == fmt::format("gpu{}_memory_bytes", device.index)) return std::stod(v);
+  return lm::host_memory_bytes();
+}
+
+}  // namespace
+
+void GptWorkload::synchronize() {
+  if (ctx_.device.is_cuda()) benchhost::synchronize(ctx_.device);
 }
 
 lm::ModelShape GptWorkload::shape_from_options(const Options& o) {
@@ -155,7 +183,7 @@ RunInfo GptWorkload::setup(const RunContext& ctx) {
 
   // Refuse what cannot fit before touching any data or allocating any weight.
   const double gib = t.get_float(o, "device-memory-gib");
-  const double device_bytes = gib > 0 ? gib * 1024.0 * 1024.0 * 1024.0 : lm::host_memory_bytes();
+  const double device_bytes = gib > 0 ? gib * 1024.0 * 1024.0 * 1024.0 : device_memory_bytes(ctx.device);
   const lm::MemoryPlan plan = lm::plan_gpt_memory(s, batch_, ctx.precision != "fp32", device_bytes,
                                                   gib > 0 ? ctx.device.str() + " (as set by gpt3.device-memory-gib)" : ctx.device.str());
   if (!plan.fits) throw OutOfMemory(plan.message, static_cast<std::size_t>(plan.total_bytes), __FILE__, __LINE__);
@@ -202,6 +230,7 @@ RunInfo GptWorkload::setup(const RunContext& ctx) {
   model_ = std::make_unique<GptModel>(cfg_, ctx.seed);
   if (const auto w = t.get_string(o, "init-weights"); !w.empty()) nn::load_weights(*model_, w);
   if (const auto w = t.get_string(o, "save-initial-weights"); !w.empty()) nn::save_weights(*model_, w);
+  model_->to(ctx.device);  // initialised on the CPU: the same weights on every device
   optim::AdamOptions ao;
   ao.beta1 = static_cast<float>(t.get_float(o, "adam-beta1"));
   ao.beta2 = static_cast<float>(t.get_float(o, "adam-beta2"));
@@ -262,6 +291,7 @@ void GptWorkload::fill_window(const std::vector<std::int32_t>& tokens, std::int6
 }
 
 StepResult GptWorkload::train_step() {
+  const nn::Tf32Scope math(ctx_.precision == "tf32");
   const std::int64_t T = cfg_.shape.seq_len;
   std::vector<std::int32_t> in(batch_ * T), tgt(batch_ * T);
   for (std::int64_t b = 0; b < batch_; ++b) {
@@ -281,6 +311,7 @@ StepResult GptWorkload::train_step() {
 }
 
 EvalResult GptWorkload::evaluate() {
+  const nn::Tf32Scope math(ctx_.precision == "tf32");
   const std::int64_t T = cfg_.shape.seq_len;
   model_->train(false);
   double nll = 0;
@@ -298,6 +329,7 @@ EvalResult GptWorkload::evaluate() {
 }
 
 StepResult GptWorkload::infer_step() {
+  const nn::Tf32Scope math(ctx_.precision == "tf32");
   const std::int64_t T = cfg_.shape.seq_len;
   std::vector<std::int32_t> in(batch_ * T), tgt(batch_ * T);
   for (std::int64_t b = 0; b < batch_; ++b)

@@ -29,6 +29,7 @@ class GptWorkload : public Workload {
   StepResult train_step() override;
   EvalResult evaluate() override;
   StepResult infer_step() override;
+  void synchronize() override;
   Hyperparameters hyperparameters() const override;
   void teardown() override;
 
