@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "benchhost/device.hpp"
+#include "benchhost/nn/math_mode.hpp"
 #include "benchhost/nn/serialize.hpp"
 #include "benchhost/optim/clip.hpp"
 #include "benchhost/random.hpp"
@@ -71,8 +73,8 @@ WorkloadInfo BertWorkload::describe() {
   i.metric_name = "masked_lm_accuracy";
   i.metric_target = 0.720;
   i.higher_is_better = true;
-  i.devices = {"cpu"};
-  i.precisions = {"fp32"};
+  i.devices = {"cpu", "cuda"};  // cuda: fp32 and tf32 (check_support)
+  i.precisions = {"fp32", "tf32"};
   i.modes = {"ttt", "train", "infer"};
   i.options = options().specs();
   i.configs = {"mlperf.conf", "mini.conf"};
@@ -81,9 +83,22 @@ WorkloadInfo BertWorkload::describe() {
 }
 
 std::string BertWorkload::check_support(const RunContext& ctx) {
-  if (!ctx.device.is_cpu()) return "the bert plugin runs on the CPU in this version (the SDK's CUDA transformer ops are not wired in)";
+  if (ctx.device.is_cuda()) {
+    std::string why;
+    if (!device_available(ctx.device, &why)) return fmt::format("bert: {} is not available: {}", ctx.device.str(), why);
+    // The CUDA ops take f32 tensors; tf32 is the f32 path with TF32 tensor-core math.
+    if (ctx.precision != "fp32" && ctx.precision != "tf32")
+      return fmt::format("the bert plugin runs fp32 and tf32 on {}, not {} (the transformer ops have no {} path yet)",
+                         ctx.device.str(), ctx.precision, ctx.precision);
+    return {};
+  }
+  if (!ctx.device.is_cpu()) return fmt::format("bert: unsupported device {}", ctx.device.str());
   if (ctx.precision != "fp32") return fmt::format("the bert plugin supports fp32 only on the CPU, not {}", ctx.precision);
   return {};
+}
+
+void BertWorkload::synchronize() {
+  if (ctx_.device.is_cuda()) benchhost::synchronize(ctx_.device);
 }
 
 std::int64_t BertWorkload::mlperf_eval_interval(std::int64_t gbs) {
@@ -218,6 +233,7 @@ RunInfo BertWorkload::setup(const RunContext& ctx) {
   model_ = std::make_unique<BertModel>(cfg_, ctx.seed);
   if (const auto w = t.get_string(o, "init-weights"); !w.empty()) nn::load_weights(*model_, w);
   if (const auto w = t.get_string(o, "save-initial-weights"); !w.empty()) nn::save_weights(*model_, w);
+  model_->to(ctx.device);  // initialised on the CPU: the same weights on every device
   optim::LambOptions lo;
   lo.beta1 = static_cast<float>(t.get_float(o, "lamb-beta1"));
   lo.beta2 = static_cast<float>(t.get_float(o, "lamb-beta2"));
@@ -271,6 +287,7 @@ void BertWorkload::begin_epoch(std::int64_t epoch) {
 }
 
 StepResult BertWorkload::train_step() {
+  const nn::Tf32Scope math(ctx_.precision == "tf32");
   if (cursor_ >= static_cast<std::int64_t>(order_.size())) cursor_ = 0;  // throughput runs wrap around
   const std::int64_t avail = static_cast<std::int64_t>(order_.size()) - cursor_;
   const std::int64_t want = packing_ ? std::min(avail, batch_ * max_per_row_) : std::min(avail, batch_);
@@ -289,6 +306,7 @@ StepResult BertWorkload::train_step() {
 }
 
 EvalResult BertWorkload::evaluate() {
+  const nn::Tf32Scope math(ctx_.precision == "tf32");
   model_->train(false);
   std::int64_t correct = 0, count = 0;
   for (std::int64_t first = 0; first < eval_limit_; first += eval_batch_) {
@@ -303,6 +321,7 @@ EvalResult BertWorkload::evaluate() {
 }
 
 StepResult BertWorkload::infer_step() {
+  const nn::Tf32Scope math(ctx_.precision == "tf32");
   model_->train(false);
   const std::int64_t n = std::min<std::int64_t>(batch_, train_.count);
   const BertBatch b = batch_to(make_batch(train_, order_, 0, n, n, false, 1, nullptr), ctx_.device);

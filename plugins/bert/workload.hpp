@@ -27,6 +27,7 @@ class BertWorkload : public Workload {
   StepResult train_step() override;
   EvalResult evaluate() override;
   StepResult infer_step() override;
+  void synchronize() override;
   Hyperparameters hyperparameters() const override;
   void teardown() override;
 
