@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "benchhost/device.hpp"
+#include "common/gradcheck.hpp"
 #include "benchhost/optim/optimizer.hpp"
 #include "data.hpp"
 #include "model.hpp"
@@ -58,15 +59,7 @@ TEST(BertCuda, LambStepsMatchTheCpu) {
     EXPECT_EQ(gpu.outputs[i].mlm_count, cpu.outputs[i].mlm_count);
     EXPECT_EQ(gpu.outputs[i].nsp_count, cpu.outputs[i].nsp_count);
   }
-  ASSERT_EQ(cpu.weights.size(), gpu.weights.size());
-  double num = 0, den = 0;
-  for (std::size_t t = 0; t < cpu.weights.size(); ++t)
-    for (std::size_t i = 0; i < cpu.weights[t].size(); ++i) {
-      const double d = double(gpu.weights[t][i]) - cpu.weights[t][i];
-      num += d * d;
-      den += double(cpu.weights[t][i]) * cpu.weights[t][i];
-    }
-  EXPECT_LE(std::sqrt(num / den), 1e-5) << "relative L2 distance of all weights";
+  EXPECT_LE(benchhost::testing::relative_l2(gpu.weights, cpu.weights), 1e-5) << "relative L2 distance of all weights";
 }
 
 }  // namespace

@@ -76,6 +76,23 @@ inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+/// ||a - ref|| / ||ref|| over several tensors' values taken together (e.g. every weight of a model
+/// after some training steps on two devices); INFINITY when the sets do not line up or hold NaN.
+inline double relative_l2(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& ref) {
+  if (a.size() != ref.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (std::size_t t = 0; t < ref.size(); ++t) {
+    if (a[t].size() != ref[t].size()) return INFINITY;
+    for (std::size_t i = 0; i < ref[t].size(); ++i) {
+      const double d = static_cast<double>(a[t][i]) - ref[t][i];
+      num += d * d;
+      den += static_cast<double>(ref[t][i]) * ref[t][i];
+    }
+  }
+  const double r = std::sqrt(num / den);
+  return std::isnan(r) ? INFINITY : r;
+}
+
 /// Elementwise |a - ref| <= atol + rtol |ref|; message lists the first mismatches.
 inline ::testing::AssertionResult tensors_close(const Tensor& a, const Tensor& ref, double atol,
                                                 double rtol) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "benchhost/device.hpp"
+#include "common/gradcheck.hpp"
 #include "benchhost/optim/clip.hpp"
 #include "benchhost/optim/optimizer.hpp"
 #include "benchhost/random.hpp"
@@ -62,15 +63,7 @@ TEST(Gpt3Cuda, AdamWStepsMatchTheCpu) {
   const TrainRun gpu = train(Device::cuda(0), cfg, tokens, 3);
   for (std::size_t s = 0; s < cpu.losses.size(); ++s)
     EXPECT_NEAR(gpu.losses[s], cpu.losses[s], 1e-4 * std::fabs(cpu.losses[s])) << "step " << s;
-  ASSERT_EQ(cpu.weights.size(), gpu.weights.size());
-  double num = 0, den = 0;
-  for (std::size_t t = 0; t < cpu.weights.size(); ++t)
-    for (std::size_t i = 0; i < cpu.weights[t].size(); ++i) {
-      const double d = double(gpu.weights[t][i]) - cpu.weights[t][i];
-      num += d * d;
-      den += double(cpu.weights[t][i]) * cpu.weights[t][i];
-    }
-  EXPECT_LE(std::sqrt(num / den), 1e-5) << "relative L2 distance of all weights";
+  EXPECT_LE(benchhost::testing::relative_l2(gpu.weights, cpu.weights), 1e-5) << "relative L2 distance of all weights";
 }
 
 }  // namespace

@@ -59,15 +59,7 @@ TEST(ResNet50Cuda, SgdStepsMatchTheCpu) {
   ASSERT_EQ(cpu.losses.size(), gpu.losses.size());
   for (std::size_t s = 0; s < cpu.losses.size(); ++s)
     EXPECT_NEAR(gpu.losses[s], cpu.losses[s], 1e-4 * std::fabs(cpu.losses[s]) + 1e-5) << "step " << s;
-  ASSERT_EQ(cpu.weights.size(), gpu.weights.size());
-  double num = 0, den = 0;
-  for (std::size_t t = 0; t < cpu.weights.size(); ++t)
-    for (std::size_t i = 0; i < cpu.weights[t].size(); ++i) {
-      const double d = double(gpu.weights[t][i]) - cpu.weights[t][i];
-      num += d * d;
-      den += double(cpu.weights[t][i]) * cpu.weights[t][i];
-    }
-  EXPECT_LE(std::sqrt(num / den), 1e-4) << "relative L2 distance of all weights and running stats";
+  EXPECT_LE(benchhost::testing::relative_l2(gpu.weights, cpu.weights), 1e-4) << "relative L2 distance of all weights and running stats";
 }
 
 }  // namespace
