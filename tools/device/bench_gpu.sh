@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# GPU throughput, benchhost side by side with PyTorch on the same GPU, in one run. Runs on the GPU
+# machine (device tool) from the repository root after tools/device/pack.sh here (carry
+# [".device"]); writes every raw output and a summary to $OUT (commit them under results/gpu/).
+#   bash tools/device/bench_gpu.sh
+#   DEVICE=cpu ITERS=1 RN_BATCH=2 RN_SIZE=64 LM_BATCH=1 PYTHON=/usr/bin/python3 bash tools/device/bench_gpu.sh
+#                                                    # plumbing check here, no GPU (slow: full-size models)
+# Pairs (benchhost precision vs PyTorch mode; our CUDA ops are f32, so tf32 is our fastest):
+#   resnet50, batch RN_BATCH (256) at RN_SIZE (224), synthetic: ours fp32 and tf32 vs PyTorch
+#   channels-last eager fp32 (TF32 allowed, PyTorch's default for convolutions) and AMP bf16.
+#   gpt3 125m, batch LM_BATCH (8), synthetic tokens: ours fp32 and tf32 (samples/s, MFU).
+#   bert-large seq 128 (mlperf.conf with bert.seq-len 128), batch LM_BATCH, synthetic: ours.
+set -uo pipefail
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+. tools/device/env.sh || exit 2
+dev=${DEVICE:-cuda}
+iters=${ITERS:-20}
+rn_batch=${RN_BATCH:-256}
+rn_size=${RN_SIZE:-224}
+lm_batch=${LM_BATCH:-8}
+bh="$build/bin/benchhost"
+{ date -u; nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1; nvidia-smi -L 2>&1;
+  python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' 2>&1; } > "$out/device.txt"
+
+ours() {  # name, then benchhost arguments
+  local name=$1; shift
+  "$bh" --mode train --synthetic --device "$dev" -w 3 -i "$iters" -o "$out/$name.json" "$@" > "$out/$name.log" 2>&1
+  python3 - "$out/$name.json" "$name" >> "$out/summary.txt" <<'PY'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))["results"][0]
+    print(f"{sys.argv[2]:28s} {r['status']:8s} {r.get('samples_per_second') or 0:12.1f} samples/s  MFU {r.get('mfu')}  {r.get('message', '')}")
+except Exception as e:
+    print(f"{sys.argv[2]:28s} no report ({e})")
+PY
+}
+peer() {  # name, then peer script arguments
+  local name=$1; shift
+  "${PYTHON:-python3}" "$@" > "$out/$name.json" 2> "$out/$name.log"
+  python3 - "$out/$name.json" "$name" >> "$out/summary.txt" <<'PY'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+    v = r.get("images_per_second") or r.get("samples_per_second")
+    print(f"{sys.argv[2]:28s} {'PASSED':8s} {v:12.1f} samples/s  {r.get('peer', r.get('torch', ''))} amp={r.get('amp')}")
+except Exception as e:
+    print(f"{sys.argv[2]:28s} failed ({e}); see {sys.argv[2]}.log")
+PY
+}
+
+rn_opts=(--plugin resnet50 --config mlperf -b "$rn_batch" --resnet50.image-size "$rn_size")
+ours resnet50_benchhost_fp32 "${rn_opts[@]}" --precision fp32
+ours resnet50_benchhost_tf32 "${rn_opts[@]}" --precision tf32
+peer resnet50_pytorch_fp32 tools/peers/resnet50_peer.py bench --device "$dev" --channels-last --batch-size "$rn_batch" \
+  --image-size "$rn_size" --iters "$iters" --warmup 3
+peer resnet50_pytorch_amp_bf16 tools/peers/resnet50_peer.py bench --device "$dev" --channels-last --amp bf16 \
+  --batch-size "$rn_batch" --image-size "$rn_size" --iters "$iters" --warmup 3
+ours gpt3_125m_benchhost_fp32 --plugin gpt3 --config 125m -b "$lm_batch" --precision fp32
+ours gpt3_125m_benchhost_tf32 --plugin gpt3 --config 125m -b "$lm_batch" --precision tf32
+ours bert_large_s128_benchhost_tf32 --plugin bert --config mlperf -b "$lm_batch" --bert.seq-len 128 --precision tf32
+cat "$out/device.txt" "$out/summary.txt"
