@@ -21,7 +21,7 @@ for entry in ${TESTS:-$default_tests}; do
   [ -x "$bin" ] || { echo "missing $t" >> "$out/summary.txt"; status=1; continue; }
   "$bin" --gtest_color=no ${filter:+--gtest_filter="$filter"} > "$out/$t.log" 2>&1
   rc=$?
-  echo "$t rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/$t.log" | tr '\n' ' ')" >> "$out/summary.txt"
+  echo "$t rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/$t.log" | tr '\n' ' ')" >> "$out/summary.txt"
   [ $rc = 0 ] || status=1
 done
 cat "$out/device.txt" "$out/summary.txt"
