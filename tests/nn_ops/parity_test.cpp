@@ -100,7 +100,7 @@ TEST(OpRegistryContents, EveryRequiredOpIsRegisteredWithReferenceAndCases) {
                            "layernorm_forward", "layernorm_backward", "softmax_forward", "softmax_backward",
                            "log_softmax_forward", "log_softmax_backward", "dropout_forward", "dropout_backward",
                            "embedding_forward", "embedding_backward", "embedding_backward_sparse", "sdpa_forward",
-                           "sdpa_backward", "add", "concat", "split", "permute", "sum", "amax", "amax_backward",
+                           "sdpa_backward", "add", "addcmul", "concat", "split", "permute", "sum", "amax", "amax_backward",
                            "cast", "cross_entropy_forward", "cross_entropy_backward", "bce_with_logits_forward",
                            "bce_with_logits_backward"}) {
     const OpDef* def = OpRegistry::instance().find(name);

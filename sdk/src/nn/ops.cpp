@@ -11,6 +11,7 @@
 
 #include "benchhost/error.hpp"
 #include "benchhost/nn/registry.hpp"
+#include "nn/cpu/addcmul_common.hpp"
 
 namespace benchhost::nn {
 
@@ -305,6 +306,35 @@ void add_(Tensor& a, const Tensor& b, float alpha) {
   BH_CHECK_AS(InvalidArgument, a.defined() && a.is_contiguous(), "add_: the destination must be a contiguous tensor");
   OpCall c{{a, contig(b)}, {a}, Attrs().set("alpha", alpha)};
   dispatch("add", c);
+}
+
+namespace {
+
+// mul, addcmul and addcmul_ are op "addcmul" with and without c (addcmul_common.hpp); `out`
+// undefined allocates the result.
+Tensor run_addcmul(const char* api, Tensor out, const Tensor& c, const Tensor& a, const Tensor& b, float alpha) {
+  require(a, api, "a");
+  require(b, api, "b");
+  const std::string why = addcmul_detail::operand_error(a, b, c, out);
+  BH_CHECK_AS(InvalidArgument, why.empty(), "{}: {}", api, why);
+  if (!out.defined()) out = like(a.shape(), a, a.dtype());
+  std::vector<Tensor> inputs{contig(a), contig(b)};
+  if (c.defined()) inputs.push_back(contig(c));
+  return run1("addcmul", std::move(inputs), out, Attrs().set("alpha", alpha));
+}
+
+}  // namespace
+
+Tensor mul(const Tensor& a, const Tensor& b) { return run_addcmul("mul", Tensor{}, Tensor{}, a, b, 1.0f); }
+
+Tensor addcmul(const Tensor& c, const Tensor& a, const Tensor& b, float alpha) {
+  require(c, "addcmul", "c");
+  return run_addcmul("addcmul", Tensor{}, c, a, b, alpha);
+}
+
+void addcmul_(Tensor& c, const Tensor& a, const Tensor& b, float alpha) {
+  BH_CHECK_AS(InvalidArgument, c.defined() && c.is_contiguous(), "addcmul_: the destination must be a contiguous tensor");
+  run_addcmul("addcmul_", c, c, a, b, alpha);
 }
 
 Tensor sum_to_shape(const Tensor& g, const Shape& shape) {

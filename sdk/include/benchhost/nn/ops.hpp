@@ -189,6 +189,27 @@ void add_(Tensor& a, const Tensor& b, float alpha = 1.0f);
 /// Sum a gradient over the leading dims so it matches `shape` (broadcast backward).
 Tensor sum_to_shape(const Tensor& g, const Shape& shape);
 
+/// Element-wise products, all through op "addcmul" (out = c + alpha * a * b, c optional).
+/// Shapes: a any shape; b equal to a's shape or a suffix of it (broadcast over a's leading dims,
+/// as in add); c and the result have a's shape. Dtypes: every tensor the same, f32, or f16 /
+/// bf16 storage computed in f32 (one rounding on store). Any strides in (copied to contiguous
+/// first); results are new contiguous tensors on the inputs' device. Bad shapes, mixed dtypes
+/// or devices, other dtypes: InvalidArgument naming them.
+///
+/// Backward needs no op of its own. With dy the gradient of the result:
+///   y = mul(a, b):              da = mul(dy, b),  db = mul(dy, a)
+///   y = addcmul(c, a, b, alpha): dc = dy,  da = alpha * mul(dy, b),  db = alpha * mul(dy, a)
+/// and alpha * mul(dy, b) is one call, addcmul_(da, dy, b, alpha), on a zeroed da (or on a
+/// gradient being accumulated). When b was broadcast, its gradient is summed back to its shape:
+/// db = sum_to_shape(mul(dy, a), b.shape()) (times alpha for addcmul).
+
+/// a * b element-wise (same shape, or b a suffix of a's; f32, or f16/bf16 storage computed in f32).
+Tensor mul(const Tensor& a, const Tensor& b);
+/// out = c + alpha * a * b element-wise (c and a the same shape, b as in mul); returns a new tensor.
+Tensor addcmul(const Tensor& c, const Tensor& a, const Tensor& b, float alpha = 1.0f);
+/// In place: c += alpha * a * b (c contiguous, a's shape; b as in mul). a or b may be c itself.
+void addcmul_(Tensor& c, const Tensor& a, const Tensor& b, float alpha = 1.0f);
+
 /// Concatenate along dim (same shapes elsewhere, same dtype). Op "concat".
 Tensor concat(const std::vector<Tensor>& xs, std::int64_t dim);
 /// Split into pieces of `sizes` along dim (materialised copies). Op "split".
