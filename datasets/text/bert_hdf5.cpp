@@ -6,7 +6,6 @@
 #include <numeric>
 
 #include "benchhost/error.hpp"
-#include "benchhost/random.hpp"
 
 namespace benchhost::text {
 namespace {
@@ -158,118 +157,6 @@ BertSamples read_bert_hdf5(const std::string& path, std::int64_t vocab_size) {
     BH_CHECK_AS(DataError, (s.next_sentence_labels[i] | 1) == 1, "'{}': next_sentence_labels[{}] = {} is not 0 or 1",
                 path, i, s.next_sentence_labels[i]);
   return s;
-}
-
-namespace {
-
-struct TokenizedDoc {
-  std::vector<std::vector<std::int32_t>> sentences;
-};
-
-std::vector<TokenizedDoc> tokenize_docs(const std::vector<Document>& docs, const WordPiece& vocab) {
-  std::vector<TokenizedDoc> out(docs.size());
-  for (std::size_t d = 0; d < docs.size(); ++d)
-    for (const auto& s : docs[d].sentences) {
-      auto ids = vocab.encode(s);
-      if (!ids.empty()) out[d].sentences.push_back(std::move(ids));
-    }
-  return out;
-}
-
-}  // namespace
-
-BertSamples make_bert_samples(const std::vector<Document>& docs, const std::vector<Document>& random_pool,
-                              const WordPiece& vocab, const BertSampleOptions& opt) {
-  BH_CHECK_AS(InvalidArgument, opt.seq_len >= 8 && opt.max_predictions >= 1 && opt.mask_prob > 0 && opt.mask_prob < 1,
-              "BERT sample options: seq_len {} (>= 8), max_predictions {} (>= 1), mask_prob {} (0..1)",
-              opt.seq_len, opt.max_predictions, opt.mask_prob);
-  const auto tdocs = tokenize_docs(docs, vocab);
-  const auto pool = tokenize_docs(random_pool, vocab);
-  std::vector<std::size_t> nonempty_pool;
-  for (std::size_t d = 0; d < pool.size(); ++d)
-    if (!pool[d].sentences.empty()) nonempty_pool.push_back(d);
-  BH_CHECK_AS(InvalidArgument, !nonempty_pool.empty(), "BERT samples: the random-sentence pool is empty");
-
-  BertSamples out;
-  out.seq_len = opt.seq_len;
-  out.max_predictions = opt.max_predictions;
-  const std::int64_t max_tokens = opt.seq_len - 3;  // [CLS] A [SEP] B [SEP]
-  Rng rng(opt.seed, 0xbe27);
-  for (std::int64_t pass = 0; pass < opt.dupe_factor; ++pass) {
-    for (std::size_t d = 0; d < tdocs.size(); ++d) {
-      const auto& doc = tdocs[d].sentences;
-      std::int64_t target = max_tokens;
-      if (rng.uniform() < opt.short_seq_prob) target = 2 + static_cast<std::int64_t>(rng.below(max_tokens - 1));
-      std::vector<const std::vector<std::int32_t>*> chunk;
-      std::int64_t chunk_len = 0;
-      for (std::size_t si = 0; si < doc.size(); ++si) {
-        chunk.push_back(&doc[si]);
-        chunk_len += static_cast<std::int64_t>(doc[si].size());
-        if (si + 1 != doc.size() && chunk_len < target) continue;
-        if (chunk.empty()) continue;
-        // A = the first a_end sentences of the chunk; B = the rest, or random text (NotNext).
-        const std::size_t a_end = chunk.size() >= 2 ? 1 + rng.below(chunk.size() - 1) : 1;
-        std::vector<std::int32_t> a, b;
-        for (std::size_t k = 0; k < a_end; ++k) a.insert(a.end(), chunk[k]->begin(), chunk[k]->end());
-        bool random_next = chunk.size() == 1 || rng.uniform() < 0.5;
-        if (random_next) {
-          const auto& rdoc = pool[nonempty_pool[rng.below(nonempty_pool.size())]].sentences;
-          for (std::size_t k = rng.below(rdoc.size()); k < rdoc.size() && static_cast<std::int64_t>(b.size()) < target; ++k)
-            b.insert(b.end(), rdoc[k].begin(), rdoc[k].end());
-          si -= chunk.size() - a_end;  // the unused sentences go back to the document
-        } else {
-          for (std::size_t k = a_end; k < chunk.size(); ++k) b.insert(b.end(), chunk[k]->begin(), chunk[k]->end());
-        }
-        // Truncate the longer side, alternately from the front and the back (as BERT does).
-        while (static_cast<std::int64_t>(a.size() + b.size()) > max_tokens) {
-          auto& longer = a.size() > b.size() ? a : b;
-          if (rng.uniform() < 0.5) longer.erase(longer.begin());
-          else longer.pop_back();
-        }
-        chunk.clear();
-        chunk_len = 0;
-        if (a.empty() || b.empty()) continue;
-
-        std::vector<std::int32_t> ids{WordPiece::kCls}, seg{0};
-        for (auto t : a) ids.push_back(t), seg.push_back(0);
-        ids.push_back(WordPiece::kSep), seg.push_back(0);
-        for (auto t : b) ids.push_back(t), seg.push_back(1);
-        ids.push_back(WordPiece::kSep), seg.push_back(1);
-
-        std::vector<std::int32_t> candidates;
-        for (std::size_t p = 0; p < ids.size(); ++p)
-          if (ids[p] != WordPiece::kCls && ids[p] != WordPiece::kSep) candidates.push_back(static_cast<std::int32_t>(p));
-        for (std::size_t k = candidates.size(); k > 1; --k) std::swap(candidates[k - 1], candidates[rng.below(k)]);
-        const auto n_pred = std::min<std::int64_t>(
-            {opt.max_predictions, static_cast<std::int64_t>(candidates.size()),
-             std::max<std::int64_t>(1, std::llround(static_cast<double>(ids.size()) * opt.mask_prob))});
-        std::vector<std::int32_t> positions(candidates.begin(), candidates.begin() + n_pred);
-        std::sort(positions.begin(), positions.end());
-        std::vector<std::int32_t> labels;
-        for (std::int32_t p : positions) {
-          labels.push_back(ids[p]);
-          const float r = rng.uniform();
-          if (r < 0.8f) ids[p] = WordPiece::kMask;
-          else if (r < 0.9f) ids[p] = WordPiece::kNumSpecial + static_cast<std::int32_t>(rng.below(vocab.size() - WordPiece::kNumSpecial));
-        }
-        const auto len = static_cast<std::int64_t>(ids.size());
-        for (std::int64_t p = 0; p < opt.seq_len; ++p) {
-          out.input_ids.push_back(p < len ? ids[p] : WordPiece::kPad);
-          out.input_mask.push_back(p < len ? 1 : 0);
-          out.segment_ids.push_back(p < len ? seg[p] : 0);
-        }
-        for (std::int64_t k = 0; k < opt.max_predictions; ++k) {
-          out.masked_lm_positions.push_back(k < n_pred ? positions[k] : 0);
-          out.masked_lm_ids.push_back(k < n_pred ? labels[k] : 0);
-        }
-        out.next_sentence_labels.push_back(random_next ? 1 : 0);
-        ++out.count;
-        target = max_tokens;
-        if (rng.uniform() < opt.short_seq_prob) target = 2 + static_cast<std::int64_t>(rng.below(max_tokens - 1));
-      }
-    }
-  }
-  return out;
 }
 
 }  // namespace benchhost::text

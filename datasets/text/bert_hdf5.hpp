@@ -14,8 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "corpus.hpp"
-#include "wordpiece.hpp"
 
 namespace benchhost::text {
 
@@ -40,21 +38,5 @@ void write_bert_hdf5(const std::string& path, const BertSamples& samples);
 /// Read and validate a shard. vocab_size > 0 checks every id against it. Throws DataError
 /// naming the file and the dataset on a missing, truncated or inconsistent file.
 BertSamples read_bert_hdf5(const std::string& path, std::int64_t vocab_size = 0);
-
-/// How make_bert_shards turns documents into samples (BERT's create_pretraining_data rules).
-struct BertSampleOptions {
-  std::int64_t seq_len = 128;
-  std::int64_t max_predictions = 20;
-  double mask_prob = 0.15;
-  double short_seq_prob = 0.1;  ///< fraction of samples with a shorter random target length
-  std::int64_t dupe_factor = 1; ///< passes over the documents, each with fresh masks and pairs
-  std::uint64_t seed = 12345;
-};
-
-/// Build samples from `docs`: sentence pairs with a 50% random next sentence (drawn from
-/// `random_pool`, which must not be empty), 15% of tokens chosen for prediction (80% -> [MASK],
-/// 10% -> a random token, 10% unchanged).
-BertSamples make_bert_samples(const std::vector<Document>& docs, const std::vector<Document>& random_pool,
-                              const WordPiece& vocab, const BertSampleOptions& opt);
 
 }  // namespace benchhost::text

@@ -2,6 +2,7 @@
 // and the WordPiece vocab.txt built from the corpus. See prepare.hpp and bert_hdf5.hpp.
 #include <cstdio>
 #include <iostream>
+#include <utility>
 
 #include <boost/program_options.hpp>
 
@@ -36,6 +37,11 @@ int main(int argc, char** argv) {
     std::printf("make_bert_shards: %lld training samples in %zu shards, %lld eval samples (%s), vocabulary %s\n",
                 static_cast<long long>(r.train_samples), r.train_files.size(),
                 static_cast<long long>(r.eval_samples), r.eval_file.c_str(), r.vocab_file.c_str());
+    // Note [BERT sentence pairs]: the split should be near 50/50 at any --seq-len.
+    for (const auto& [set, split] : {std::pair{"training", r.train_nsp}, std::pair{"eval", r.eval_nsp}})
+      std::printf("make_bert_shards: %s next-sentence labels: %lld IsNext, %lld NotNext (%.1f%% IsNext)\n", set,
+                  static_cast<long long>(split.is_next), static_cast<long long>(split.random_next),
+                  100.0 * split.is_next_fraction());
     return 0;
   } catch (const benchhost::Error& e) {
     std::fprintf(stderr, "make_bert_shards: %s\n", e.message().c_str());

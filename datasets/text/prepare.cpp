@@ -39,11 +39,11 @@ BertPrepared prepare_bert_data(const BertPrepareOptions& opt) {
   out.vocab_file = opt.out_dir + "/vocab.txt";
   vocab.save(out.vocab_file);
 
-  const BertSamples all = make_bert_samples(train, train, vocab, opt.samples);
+  const BertSamples all = make_bert_samples(train, vocab, opt.samples);
   BertSampleOptions eval_opt = opt.samples;
   eval_opt.seed = opt.samples.seed ^ 0x5eed0e7a1ull;
   eval_opt.dupe_factor = 1;
-  const BertSamples eval = make_bert_samples(heldout, heldout, vocab, eval_opt);
+  const BertSamples eval = make_bert_samples(heldout, vocab, eval_opt);
   for (std::int64_t s = 0; s < opt.train_shards; ++s) {
     BertSamples shard;
     shard.seq_len = all.seq_len;
@@ -56,6 +56,8 @@ BertPrepared prepare_bert_data(const BertPrepareOptions& opt) {
   write_bert_hdf5(out.eval_file, eval);
   out.train_samples = all.count;
   out.eval_samples = eval.count;
+  out.train_nsp = nsp_split(all);
+  out.eval_nsp = nsp_split(eval);
   return out;
 }
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "bert_hdf5.hpp"
+#include "bert_samples.hpp"
 
 namespace benchhost::text {
 
@@ -27,9 +27,11 @@ struct BertPrepared {
   std::string eval_file;                 ///< out_dir/eval.hdf5
   std::string vocab_file;                ///< out_dir/vocab.txt
   std::int64_t train_samples = 0, eval_samples = 0;
+  NspSplit train_nsp, eval_nsp;          ///< next-sentence labels (prepare_bert_data only)
 };
 BertPrepared prepare_bert_data(const BertPrepareOptions& opt);
-/// The files a previous prepare_bert_data(opt) left, or empty train_files if incomplete.
+/// The files a previous prepare_bert_data(opt) left, or empty train_files if incomplete (the
+/// sample counts and label splits stay 0: the files are not read).
 BertPrepared find_bert_data(const std::string& out_dir);
 
 struct GptPrepareOptions {

@@ -7,29 +7,19 @@
 #include <fstream>
 #include <iterator>
 
-#include <unistd.h>
-
 #include "benchhost/error.hpp"
 #include "text/bert_hdf5.hpp"
+#include "text/bert_samples.hpp"
 #include "text/bpe.hpp"
 #include "text/indexed_dataset.hpp"
 #include "text/prepare.hpp"
+#include "text_test_util.hpp"
 
 using namespace benchhost;
 using namespace benchhost::text;
-namespace fs = std::filesystem;
+using namespace benchhost::text::test;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() : path(fs::temp_directory_path() / ("bh_text_" + std::to_string(::getpid()) + "_" +
-                                                ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& f) const { return (path / f).string(); }
-};
 
 std::string slurp(const std::string& p) {
   std::ifstream in(p, std::ios::binary);
@@ -58,7 +48,7 @@ TEST(BertSamples, FollowTheCreatePretrainingDataRules) {
   opt.seq_len = 64;
   opt.max_predictions = 12;
   opt.dupe_factor = 3;
-  const BertSamples s = make_bert_samples(docs, docs, vocab, opt);
+  const BertSamples s = make_bert_samples(docs, vocab, opt);
   ASSERT_GT(s.count, 100);
   std::int64_t random_next = 0, masked = 0, mask_token = 0, kept = 0, tokens = 0;
   for (std::int64_t i = 0; i < s.count; ++i) {
@@ -104,18 +94,12 @@ TEST(BertHdf5, RoundTripsAndKeepsTheMlperfLayout) {
   BertSampleOptions opt;
   opt.seq_len = 48;
   opt.max_predictions = 8;
-  const BertSamples s = make_bert_samples(docs, docs, vocab, opt);
+  const BertSamples s = make_bert_samples(docs, vocab, opt);
   write_bert_hdf5(dir / "a.hdf5", s);
   const BertSamples r = read_bert_hdf5(dir / "a.hdf5", vocab.size());
-  EXPECT_EQ(r.count, s.count);
   EXPECT_EQ(r.seq_len, 48);
   EXPECT_EQ(r.max_predictions, 8);
-  EXPECT_EQ(r.input_ids, s.input_ids);
-  EXPECT_EQ(r.input_mask, s.input_mask);
-  EXPECT_EQ(r.segment_ids, s.segment_ids);
-  EXPECT_EQ(r.masked_lm_positions, s.masked_lm_positions);
-  EXPECT_EQ(r.masked_lm_ids, s.masked_lm_ids);
-  EXPECT_EQ(r.next_sentence_labels, s.next_sentence_labels);
+  expect_same_samples(r, s);
   // Ids beyond a smaller vocabulary are rejected with the file name.
   try {
     read_bert_hdf5(dir / "a.hdf5", 6);
@@ -132,7 +116,7 @@ TEST(BertHdf5, RejectsTruncatedCorruptAndInconsistentFiles) {
   BertSampleOptions opt;
   opt.seq_len = 48;
   opt.max_predictions = 8;
-  BertSamples s = make_bert_samples(docs, docs, vocab, opt);
+  BertSamples s = make_bert_samples(docs, vocab, opt);
   write_bert_hdf5(dir / "good.hdf5", s);
   const std::string bytes = slurp(dir / "good.hdf5");
   spit(dir / "trunc.hdf5", bytes.substr(0, bytes.size() / 2));
@@ -304,4 +288,7 @@ TEST(Prepare, BertShardsFromTheBible) {
   std::int64_t total = 0;
   for (const auto& f : p.train_files) total += read_bert_hdf5(f, vocab.size()).count;
   EXPECT_EQ(total, p.train_samples);
+  EXPECT_EQ(p.train_nsp.is_next + p.train_nsp.random_next, p.train_samples);
+  EXPECT_EQ(p.eval_nsp.is_next + p.eval_nsp.random_next, p.eval_samples);
+  EXPECT_NEAR(p.train_nsp.is_next_fraction(), 0.5, 0.1);  // Note [BERT sentence pairs]
 }
