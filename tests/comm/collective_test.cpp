@@ -5,6 +5,11 @@
 // (f16 and bf16 included), so for P ranks and k = i % 5 + 1:
 //   sum = k * P (P + 1) / 2,  max = k * P,  min = k,  avg = sum / P = k (P + 1) / 2
 // (P = 2 gives 1.5 k: exact in binary floating point; integer avg truncates toward zero).
+//
+// alltoall: element i of the block rank s sends to rank d is s * 64 + d * 16 + i (i < 16), at
+// most 175 for P <= 3: exact in every dtype (bf16 holds integers up to 256), and distinct for
+// every (source, destination, index), so a block from the wrong rank, for the wrong rank or at
+// the wrong offset is caught. The output starts as 250, which no element encodes.
 
 #include <gtest/gtest.h>
 
@@ -13,8 +18,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <unistd.h>
+
+#include <fmt/format.h>
 
 #include "benchhost/comm/communicator.hpp"
 #include "comm/comm_world.hpp"
@@ -44,6 +52,73 @@ std::vector<double> read(const Tensor& t) {
   for (std::int64_t i = 0; i < c.numel(); ++i) out.push_back(c.reshape({c.numel()}).item({i}));
   return out;
 }
+
+double alltoall_value(int src, int dst, std::int64_t i) { return src * 64.0 + dst * 16.0 + i; }
+constexpr double kUnwritten = 250;
+
+// Element counts of the block rank src sends to rank dst.
+using BlockCounts = std::function<std::int64_t(int src, int dst)>;
+
+// Runs one alltoall on `c` (the equal-block form when `equal_form`) where rank s sends
+// counts(s, d) elements to rank d, and checks every element this rank receives, and that the
+// input is unchanged.
+void expect_alltoall(Communicator& c, DType dt, const BlockCounts& counts, bool equal_form,
+                     const std::string& what) {
+  const int p = c.size(), r = c.rank();
+  std::vector<std::int64_t> send_counts, recv_counts;
+  std::vector<double> send, want;
+  for (int d = 0; d < p; ++d) {
+    send_counts.push_back(counts(r, d));
+    for (std::int64_t i = 0; i < counts(r, d); ++i) send.push_back(alltoall_value(r, d, i));
+  }
+  for (int s = 0; s < p; ++s) {
+    recv_counts.push_back(counts(s, r));
+    for (std::int64_t i = 0; i < counts(s, r); ++i) want.push_back(alltoall_value(s, r, i));
+  }
+  for (int s = 0; s < p; ++s) {
+    for (int d = 0; d < p; ++d) {
+      ASSERT_LE(counts(s, d), 16) << "alltoall_value() encodes element indices below 16 only";
+    }
+  }
+  ASSERT_LE(p, 3) << "alltoall_value() is exact in every dtype for up to 3 ranks";
+  Tensor in = make(send, dt).to(c.device());
+  Tensor out = make(std::vector<double>(want.size(), kUnwritten), dt).to(c.device());
+  if (equal_form) {
+    c.alltoall(in, out).wait();
+  } else {
+    c.alltoall(in, out, send_counts, recv_counts).wait();
+  }
+  ASSERT_EQ(out.dtype(), dt);
+  std::vector<double> got = read(out.to(Device::cpu()));
+  ASSERT_EQ(got.size(), want.size());
+  std::size_t k = 0;
+  for (int s = 0; s < p; ++s) {
+    for (std::int64_t i = 0; i < counts(s, r); ++i, ++k) {
+      ASSERT_EQ(got[k], want[k]) << what << " " << dtype_name(dt) << ": output element " << k
+                                 << " (element " << i << " of the block from rank " << s
+                                 << ") on rank " << r << " of " << p;
+    }
+  }
+  EXPECT_EQ(read(in.to(Device::cpu())), send) << what << ": the input must be left intact";
+}
+
+// The message of the InvalidArgument that `fn` throws ("" and a test failure if none).
+template <class Fn>
+std::string invalid_argument_message(Fn&& fn) {
+  try {
+    fn();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected InvalidArgument";
+  return "";
+}
+
+// Uneven counts with zeros: ((s + 2 d + P) % 4) * 3 elements from s to d; P = 2 and 3 have zero
+// blocks, and blocks of 3, 6 and 9 elements.
+std::int64_t uneven_count(int s, int d, int p) { return ((s + 2 * d + p) % 4) * 3; }
+// The last rank sends nothing at all; the others send d + 1 elements to rank d.
+std::int64_t silent_last_count(int s, int d, int p) { return s == p - 1 ? 0 : d + 1; }
 
 double expected_reduce(ReduceOp op, double k, int p, bool integer) {
   double sum = k * p * (p + 1) / 2.0;
@@ -216,6 +291,166 @@ TEST(Collectives, ReduceScatterUnevenEveryOp) {
   }
 }
 
+TEST(Collectives, AlltoallEqualBlocksEveryDtype) {
+  Communicator& c = world();
+  const int p = c.size();
+  for (DType dt : kReduceDtypes) {
+    for (std::int64_t block : {0, 1, 5}) {
+      BlockCounts counts = [block](int, int) { return block; };
+      expect_alltoall(c, dt, counts, true, fmt::format("alltoall(in, out) blocks of {}", block));
+      // The same exchange through the per-peer form.
+      expect_alltoall(c, dt, counts, false, fmt::format("alltoall counts {} each", block));
+    }
+  }
+  // Block r of N / P elements: for P = 3 and N = 6, rank 1 receives {r0 -> 1: 16, 17},
+  // {r1 -> 1: 80, 81}, {r2 -> 1: 144, 145} (values s * 64 + d * 16 + i, written out).
+  if (p == 3) {
+    const int r = c.rank();
+    Tensor in = make({alltoall_value(r, 0, 0), alltoall_value(r, 0, 1), alltoall_value(r, 1, 0),
+                      alltoall_value(r, 1, 1), alltoall_value(r, 2, 0), alltoall_value(r, 2, 1)},
+                     DType::i32);
+    Tensor out = Tensor::zeros({6}, DType::i32);
+    c.alltoall(in, out).wait();
+    if (r == 1) EXPECT_EQ(read(out), (std::vector<double>{16, 17, 80, 81, 144, 145}));
+  }
+}
+
+TEST(Collectives, AlltoallUnevenCountsWithZerosEveryDtype) {
+  Communicator& c = world();
+  const int p = c.size();
+  for (DType dt : kReduceDtypes) {
+    expect_alltoall(c, dt, [p](int s, int d) { return uneven_count(s, d, p); }, false,
+                    "alltoall uneven counts");
+    expect_alltoall(c, dt, [p](int s, int d) { return silent_last_count(s, d, p); }, false,
+                    "alltoall where the last rank sends nothing");
+  }
+  // uneven_count for P = 2 written out: rank 0 sends {6 to rank 0, 0 to rank 1}, rank 1 sends
+  // {9 to rank 0, 3 to rank 1}; so rank 0 receives 0..5 from itself then 64..72 from rank 1,
+  // and rank 1 receives nothing from rank 0 and 80, 81, 82 from itself.
+  if (p == 2) {
+    const int r = c.rank();
+    std::vector<std::int64_t> send = r == 0 ? std::vector<std::int64_t>{6, 0}
+                                            : std::vector<std::int64_t>{9, 3};
+    std::vector<std::int64_t> recv = r == 0 ? std::vector<std::int64_t>{6, 9}
+                                            : std::vector<std::int64_t>{0, 3};
+    std::vector<double> in_values = r == 0 ? std::vector<double>{0, 1, 2, 3, 4, 5}
+                                           : std::vector<double>{64, 65, 66, 67, 68, 69, 70, 71,
+                                                                 72, 80, 81, 82};
+    Tensor in = make(in_values, DType::u8);
+    Tensor out = Tensor::zeros({recv[0] + recv[1]}, DType::u8);
+    c.alltoall(in, out, send, recv).wait();
+    EXPECT_EQ(read(out), r == 0 ? (std::vector<double>{0, 1, 2, 3, 4, 5, 64, 65, 66, 67, 68, 69,
+                                                        70, 71, 72})
+                                : (std::vector<double>{80, 81, 82}));
+  }
+}
+
+TEST(Collectives, AlltoallSameBufferInAndOut) {
+  Communicator& c = world();
+  const int p = c.size(), r = c.rank();
+  std::vector<double> v;
+  for (int d = 0; d < p; ++d)
+    for (int i = 0; i < 4; ++i) v.push_back(alltoall_value(r, d, i));
+  Tensor t = make(v, DType::f32);
+  c.alltoall(t, t).wait();
+  std::vector<double> want;
+  for (int s = 0; s < p; ++s)
+    for (int i = 0; i < 4; ++i) want.push_back(alltoall_value(s, r, i));
+  EXPECT_EQ(read(t), want) << "alltoall with in and out the same tensor";
+}
+
+TEST(Collectives, AlltoallMisuseThrowsOnEveryRankBeforeAnythingIsSent) {
+  // Every rank makes the same mistake: each must throw by itself (no rank waits for another).
+  Communicator& c = world();
+  const int p = c.size(), r = c.rank();
+  const std::vector<std::int64_t> twos(static_cast<std::size_t>(p), 2);
+  Tensor in = Tensor::zeros({2 * p});
+  Tensor out = Tensor::zeros({2 * p});
+  std::string msg;
+
+  std::vector<std::int64_t> too_many = twos;
+  too_many.push_back(0);
+  msg = invalid_argument_message([&] { c.alltoall(in, out, too_many, twos); });
+  EXPECT_NE(msg.find(fmt::format("{} send counts for a world of {}", p + 1, p)), std::string::npos)
+      << msg;
+  msg = invalid_argument_message([&] { c.alltoall(in, out, twos, {}); });
+  EXPECT_NE(msg.find(fmt::format("0 receive counts for a world of {}", p)), std::string::npos) << msg;
+
+  std::vector<std::int64_t> negative = twos;
+  negative.back() = -1;
+  msg = invalid_argument_message([&] { c.alltoall(in, out, negative, twos); });
+  EXPECT_NE(msg.find(fmt::format("send count for rank {} is -1", p - 1)), std::string::npos) << msg;
+
+  Tensor longer = Tensor::zeros({2 * p + 1});
+  msg = invalid_argument_message([&] { c.alltoall(longer, out, twos, twos); });
+  EXPECT_NE(msg.find(fmt::format("add up to {}, but the input tensor has {} elements", 2 * p,
+                                 2 * p + 1)), std::string::npos) << msg;
+  msg = invalid_argument_message([&] { c.alltoall(in, longer, twos, twos); });
+  EXPECT_NE(msg.find(fmt::format("add up to {}, but the output tensor has {} elements", 2 * p,
+                                 2 * p + 1)), std::string::npos) << msg;
+  std::vector<std::int64_t> more = twos;
+  more[0] = 3;
+  msg = invalid_argument_message([&] { c.alltoall(in, out, more, twos); });
+  EXPECT_NE(msg.find(fmt::format("add up to more than the {} elements", 2 * p)), std::string::npos)
+      << msg;
+
+  Tensor f64 = Tensor::zeros({2 * p}, DType::f64);
+  msg = invalid_argument_message([&] { c.alltoall(in, f64, twos, twos); });
+  EXPECT_NE(msg.find("dtypes differ"), std::string::npos) << msg;
+  msg = invalid_argument_message([&] { c.alltoall(in, f64); });
+  EXPECT_NE(msg.find("dtypes differ"), std::string::npos) << msg;
+
+  Tensor grid = Tensor::zeros({2, 2});
+  Tensor strided = grid.transpose(0, 1);  // checked before the counts
+  ASSERT_FALSE(strided.is_contiguous());
+  msg = invalid_argument_message([&] { c.alltoall(strided, out, twos, twos); });
+  EXPECT_NE(msg.find("contiguous"), std::string::npos) << msg;
+
+  msg = invalid_argument_message([&] { c.alltoall(in, longer); });
+  EXPECT_NE(msg.find(fmt::format("the input has {} elements but the output has {}", 2 * p,
+                                 2 * p + 1)), std::string::npos) << msg;
+  if (p > 1) {
+    Tensor odd = Tensor::zeros({2 * p + 1});
+    msg = invalid_argument_message([&] { c.alltoall(odd, odd); });
+    EXPECT_NE(msg.find(fmt::format("{} elements do not split into {} equal blocks ({} % {} = 1)",
+                                   2 * p + 1, p, 2 * p + 1, p)), std::string::npos) << msg;
+  }
+  Tensor undef;
+  EXPECT_THROW(c.alltoall(undef, out, twos, twos), InvalidArgument);
+  EXPECT_THROW(c.alltoall(in, undef), InvalidArgument);
+
+  // Nothing was sent: the next collective matches on every rank and the communicator is fine.
+  EXPECT_FALSE(c.failed());
+  Tensor ranks = make(std::vector<double>(static_cast<std::size_t>(p), r), DType::i64);
+  Tensor from = Tensor::zeros({p}, DType::i64);
+  c.alltoall(ranks, from).wait();
+  for (int s = 0; s < p; ++s) EXPECT_EQ(from.item({s}), s) << "block from rank " << s;
+}
+
+// Note [MPI alltoall and large counts]: blocks beyond MPI's int limit go as derived datatypes.
+// Lowering the limit to 4 sends most blocks of these tests that way (runs of 4 plus a rest),
+// next to plain ones, and the results must be the same.
+TEST(Collectives, AlltoallBeyondTheMpiIntLimit) {
+  if (!comm_test::world_is_mpi()) GTEST_SKIP() << "the MPI backend is not in use (one process)";
+  Communicator& c = world();
+  const int p = c.size();
+  LaunchEnv env = detect_launch_env();
+  CommOptions opts;
+  opts.timeout_seconds = 30;
+  ASSERT_EQ(setenv("BENCHHOST_TEST_MPI_COUNT_LIMIT", "4", 1), 0);
+  std::unique_ptr<Communicator> limited = create_communicator("mpi", Device::cpu(), env, opts);
+  unsetenv("BENCHHOST_TEST_MPI_COUNT_LIMIT");
+  for (DType dt : {DType::u8, DType::bf16, DType::f32, DType::i64}) {
+    expect_alltoall(*limited, dt, [p](int s, int d) { return uneven_count(s, d, p); }, false,
+                    "alltoall uneven counts, int limit 4");
+    expect_alltoall(*limited, dt, [](int s, int d) { return 16 - s - d; }, false,
+                    "alltoall blocks of up to 16, int limit 4");
+    expect_alltoall(*limited, dt, [](int, int) { return 8; }, true,
+                    "alltoall(in, out) blocks of 8, int limit 4");
+  }
+  EXPECT_FALSE(limited->failed());
+}
+
 TEST(Collectives, AsyncHandlesCompleteInAnyWaitOrder) {
   Communicator& c = world();
   const int p = c.size(), r = c.rank();
@@ -347,6 +582,17 @@ TEST(CommFactory, SingleBackendCopiesAndChecks) {
   EXPECT_THROW(c->broadcast(t, 1), InvalidArgument);
   Tensor wrong = Tensor::zeros({4}, DType::bf16);
   EXPECT_THROW(c->allgather(t, wrong), InvalidArgument);
+  Tensor a2a = Tensor::zeros({3}, DType::bf16);
+  c->alltoall(t, a2a, {3}, {3}).wait();
+  EXPECT_EQ(read(a2a), (std::vector<double>{1, 2, 3}));
+  Tensor a2a_equal = Tensor::zeros({3}, DType::bf16);
+  c->alltoall(t, a2a_equal).wait();
+  EXPECT_EQ(read(a2a_equal), (std::vector<double>{1, 2, 3}));
+  c->alltoall(t, t).wait();  // the same buffer: nothing to do
+  EXPECT_EQ(read(t), (std::vector<double>{1, 2, 3}));
+  EXPECT_THROW(c->alltoall(t, a2a, {3, 0}, {3, 0}), InvalidArgument);  // counts must be {N}
+  EXPECT_THROW(c->alltoall(t, a2a, {2}, {3}), InvalidArgument);
+  EXPECT_THROW(c->alltoall(t, wrong), InvalidArgument);
   c->barrier();
   EXPECT_FALSE(c->failed());
 }
@@ -370,21 +616,32 @@ TEST(Collectives, RankSpreadNamesTheStraggler) {
 
 // NCCL on the GPUs of this node: one rank per GPU. Runs where CUDA, NCCL and enough devices
 // exist (e.g. mpirun -np 1 bin/test_comm --gtest_filter='Nccl*' on a one-GPU machine).
-TEST(NcclCollectives, EveryDtypeAndOpOnCuda) {
-  LaunchEnv env = detect_launch_env();
-  std::string why;
-  if (!device_available(Device::cuda(0), &why)) GTEST_SKIP() << "no CUDA device: " << why;
-  auto names = available_comm_backends();
-  if (std::find(names.begin(), names.end(), "nccl") == names.end())
-    GTEST_SKIP() << "this build has no NCCL backend";
-  if (device_backend(DeviceType::cuda).device_count() < env.local_size)
-    GTEST_SKIP() << "NCCL needs one GPU per rank: " << env.local_size << " local ranks, "
-                 << device_backend(DeviceType::cuda).device_count() << " GPUs";
-  Device dev = device_for_local_rank(env, DeviceType::cuda);
-  CommOptions opts;
-  opts.timeout_seconds = 60;
-  auto c = create_communicator("nccl", dev, env, opts);  // auto picks single for one rank
-  ASSERT_EQ(c->backend_name(), "nccl");
+// One NCCL communicator per test over this job's ranks; the test is skipped, saying why, where
+// there is no GPU per rank or no NCCL backend.
+class NcclCollectives : public testing::Test {
+ protected:
+  void SetUp() override {
+    LaunchEnv env = detect_launch_env();
+    std::string why;
+    if (!device_available(Device::cuda(0), &why)) GTEST_SKIP() << "no CUDA device: " << why;
+    auto names = available_comm_backends();
+    if (std::find(names.begin(), names.end(), "nccl") == names.end())
+      GTEST_SKIP() << "this build has no NCCL backend";
+    if (device_backend(DeviceType::cuda).device_count() < env.local_size)
+      GTEST_SKIP() << "NCCL needs one GPU per rank: " << env.local_size << " local ranks, "
+                   << device_backend(DeviceType::cuda).device_count() << " GPUs";
+    CommOptions opts;
+    opts.timeout_seconds = 60;
+    // "nccl" explicitly: auto picks single for one rank.
+    comm = create_communicator("nccl", device_for_local_rank(env, DeviceType::cuda), env, opts);
+    ASSERT_EQ(comm->backend_name(), "nccl");
+  }
+  std::unique_ptr<Communicator> comm;
+};
+
+TEST_F(NcclCollectives, EveryDtypeAndOpOnCuda) {
+  Communicator* c = comm.get();
+  const Device dev = c->device();
   const int p = c->size(), r = c->rank();
   for (DType dt : kReduceDtypes) {
     for (ReduceOp op : kOps) {
@@ -422,5 +679,32 @@ TEST(NcclCollectives, EveryDtypeAndOpOnCuda) {
   Tensor b = make({r == 0 ? 5.0 : 0.0, 6.0 * (r == 0)}, DType::bf16).to(dev);
   c->broadcast(b, 0).wait();
   EXPECT_EQ(read(b.to(Device::cpu())), (std::vector<double>{5, 6}));
+  c->barrier();
+}
+
+TEST_F(NcclCollectives, AlltoallOnCuda) {
+  Communicator* c = comm.get();
+  const int p = c->size();
+  for (DType dt : kReduceDtypes) {
+    for (std::int64_t block : {0, 1, 5}) {
+      expect_alltoall(*c, dt, [block](int, int) { return block; }, true,
+                      fmt::format("nccl alltoall(in, out) blocks of {}", block));
+    }
+    expect_alltoall(*c, dt, [p](int s, int d) { return uneven_count(s, d, p); }, false,
+                    "nccl alltoall uneven counts");
+    expect_alltoall(*c, dt, [p](int s, int d) { return silent_last_count(s, d, p); }, false,
+                    "nccl alltoall where the last rank sends nothing");
+  }
+  Tensor same = make(std::vector<double>(static_cast<std::size_t>(2 * p), c->rank()), DType::f32)
+                    .to(c->device());
+  c->alltoall(same, same).wait();
+  std::vector<double> got = read(same.to(Device::cpu()));
+  for (int s = 0; s < p; ++s) {
+    EXPECT_EQ(got[2 * s], s) << "nccl alltoall in place, block from rank " << s;
+    EXPECT_EQ(got[2 * s + 1], s) << "nccl alltoall in place, block from rank " << s;
+  }
+  Tensor cpu = Tensor::zeros({p});
+  Tensor gpu = Tensor::zeros({p}, DType::f32, c->device());
+  EXPECT_THROW(c->alltoall(cpu, gpu), InvalidArgument);  // nccl moves CUDA tensors only
   c->barrier();
 }

@@ -4,6 +4,8 @@
 //   comm_failure_probe vanish DIR : the last rank _exit(0)s after the first (no MPI_Finalize)
 //   comm_failure_probe stop   DIR : the last rank stops itself (SIGSTOP): alive to the launcher,
 //                                   but neither it nor its progress thread answers anything
+// An optional third argument names collective #2: allreduce (the default) or alltoall (equal
+// blocks of 256 f32 per rank).
 // The survivors sit in the second collective. What must happen, each in bounded time: mpirun
 // ends the job (kill, vanish) or the collective timeout fires with a CommError naming the rank
 // (hang, and vanish if the launcher does not notice), rank 0 — and only rank 0 — writes its
@@ -42,11 +44,15 @@ void on_sigterm(int) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s kill|hang|vanish|stop DIR\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: %s kill|hang|vanish|stop DIR [allreduce|alltoall]\n", argv[0]);
     return 2;
   }
-  std::string mode = argv[1], dir = argv[2];
+  std::string mode = argv[1], dir = argv[2], second = argc == 4 ? argv[3] : "allreduce";
+  if (second != "allreduce" && second != "alltoall") {
+    std::fprintf(stderr, "unknown collective '%s': allreduce or alltoall\n", second.c_str());
+    return 2;
+  }
   LaunchEnv env = detect_launch_env();
   CommOptions opts;
   opts.timeout_seconds = mode == "hang" || mode == "stop" ? 2 : 10;
@@ -72,7 +78,13 @@ int main(int argc, char** argv) {
     if (mode == "stop") raise(SIGSTOP);
   }
   try {
-    comm->allreduce(t, ReduceOp::sum).wait();  // collective #2
+    if (second == "alltoall") {
+      Tensor in = Tensor::full({256 * comm->size()}, 1.0);
+      Tensor out = Tensor::zeros({256 * comm->size()});
+      comm->alltoall(in, out).wait();  // collective #2
+    } else {
+      comm->allreduce(t, ReduceOp::sum).wait();  // collective #2
+    }
     std::printf("rank %d: collective #2 completed (unexpected)\n", comm->rank());
   } catch (const CommError& e) {
     std::printf("rank %d caught CommError: %s\n", comm->rank(), e.message().c_str());

@@ -1,12 +1,13 @@
 # Run comm_failure_probe under mpirun and check the failure behaviour (see failure_probe.cpp).
 # -DMPIRUN -DPROBE -DNP -DMODE -DWORKDIR -DMAX_SECONDS -DEXPECT (a regex over the merged output)
+# and optionally -DCOLLECTIVE (the probe's collective #2: allreduce, the default, or alltoall)
 file(REMOVE_RECURSE ${WORKDIR})
 file(MAKE_DIRECTORY ${WORKDIR})
 string(TIMESTAMP t0 "%s")
 execute_process(
   # Give SIGTERM handlers 5 s before SIGKILL (OpenMPI default: 1 s, too tight on a loaded CI box).
   COMMAND ${MPIRUN} --allow-run-as-root --oversubscribe --mca odls_base_sigkill_timeout 5
-          -np ${NP} ${PROBE} ${MODE} ${WORKDIR}
+          -np ${NP} ${PROBE} ${MODE} ${WORKDIR} ${COLLECTIVE}
   TIMEOUT ${MAX_SECONDS}
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
 string(TIMESTAMP t1 "%s")

@@ -2,6 +2,9 @@
 // Internal: argument checks shared by every communicator backend, so each backend rejects the
 // same misuse with the same message.
 
+#include <cstdint>
+#include <vector>
+
 #include "benchhost/comm/communicator.hpp"
 
 namespace benchhost::detail {
@@ -30,5 +33,15 @@ inline void check_chunked(const Tensor& chunk, const Tensor& full, int world, in
              reduction ? "output" : "input", chunk.numel(), chunk.describe());
   }
 }
+
+/// For alltoall (Note [All-to-all blocks]): both tensors defined, contiguous and of one dtype;
+/// `world` non-negative counts each; in.numel() == sum(send_counts), out.numel() ==
+/// sum(recv_counts). Throws InvalidArgument naming the numbers.
+void check_alltoall(const Tensor& in, const Tensor& out, const std::vector<std::int64_t>& send_counts,
+                    const std::vector<std::int64_t>& recv_counts, int world);
+
+/// The counts of the equal-block alltoall: in.numel() == out.numel() == N, N divisible by
+/// `world`; returns `world` counts of N / world. Throws InvalidArgument otherwise.
+std::vector<std::int64_t> equal_alltoall_counts(const Tensor& in, const Tensor& out, int world);
 
 }  // namespace benchhost::detail

@@ -11,6 +11,8 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/ranges.h>
+
 #include "comm/backend_registry.hpp"
 #include "comm/collective_checks.hpp"
 
@@ -90,7 +92,80 @@ void check_defined(const Tensor& t, const char* op, const char* which) {
   BH_CHECK_AS(InvalidArgument, t.defined(), "{}: the {} tensor is undefined", op, which);
 }
 
+namespace {
+// "{2, 0, 5}" for an error message; long count lists (large worlds) are cut after 16.
+std::string counts_text(const std::vector<std::int64_t>& counts) {
+  constexpr std::size_t kShown = 16;
+  if (counts.size() <= kShown) return fmt::format("{{{}}}", fmt::join(counts, ", "));
+  return fmt::format("{{{}, ... ({} counts)}}",
+                     fmt::join(counts.begin(), counts.begin() + kShown, ", "), counts.size());
+}
+
+// Validates one side's counts (one per rank, non-negative) against its tensor's numel().
+void check_counts(const std::vector<std::int64_t>& counts, const Tensor& t, int world,
+                  const char* side, const char* which) {
+  if (counts.size() != static_cast<std::size_t>(world)) {
+    BH_THROW(InvalidArgument, "alltoall: {} {} counts for a world of {} (one per rank: {})",
+             counts.size(), side, world, counts_text(counts));
+  }
+  std::int64_t sum = 0;
+  for (int r = 0; r < world; ++r) {
+    std::int64_t c = counts[static_cast<std::size_t>(r)];
+    if (c < 0) {
+      BH_THROW(InvalidArgument, "alltoall: the {} count for rank {} is {}; counts must be >= 0 "
+               "(counts {})", side, r, c, counts_text(counts));
+    }
+    if (c > t.numel() - sum) {  // also keeps the sum from overflowing
+      BH_THROW(InvalidArgument, "alltoall: the {} counts {} add up to more than the {} elements "
+               "of the {} tensor ({})", side, counts_text(counts), t.numel(), which, t.describe());
+    }
+    sum += c;
+  }
+  if (sum != t.numel()) {
+    BH_THROW(InvalidArgument, "alltoall: the {} counts {} add up to {}, but the {} tensor has {} "
+             "elements ({})", side, counts_text(counts), sum, which, t.numel(), t.describe());
+  }
+}
+}  // namespace
+
+void check_alltoall(const Tensor& in, const Tensor& out, const std::vector<std::int64_t>& send_counts,
+                    const std::vector<std::int64_t>& recv_counts, int world) {
+  check_defined(in, "alltoall", "input");
+  check_defined(out, "alltoall", "output");
+  check_dtype_supported(in, "alltoall", false);
+  if (in.dtype() != out.dtype()) {
+    BH_THROW(InvalidArgument, "alltoall: input and output dtypes differ ({} vs {})", in.describe(),
+             out.describe());
+  }
+  BH_CHECK_AS(InvalidArgument, in.is_contiguous() && out.is_contiguous(),
+              "alltoall needs contiguous tensors, got input {} and output {} (call contiguous() "
+              "first)", in.describe(), out.describe());
+  check_counts(send_counts, in, world, "send", "input");
+  check_counts(recv_counts, out, world, "receive", "output");
+}
+
+std::vector<std::int64_t> equal_alltoall_counts(const Tensor& in, const Tensor& out, int world) {
+  check_defined(in, "alltoall", "input");
+  check_defined(out, "alltoall", "output");
+  const std::int64_t n = in.numel();
+  if (out.numel() != n) {
+    BH_THROW(InvalidArgument, "alltoall (equal blocks): the input has {} elements but the output "
+             "has {} ({} vs {}); they must match", n, out.numel(), in.describe(), out.describe());
+  }
+  if (n % world != 0) {
+    BH_THROW(InvalidArgument, "alltoall (equal blocks): {} elements do not split into {} equal "
+             "blocks ({} % {} = {}); pad the tensor or pass per-peer counts", n, world, n, world,
+             n % world);
+  }
+  return std::vector<std::int64_t>(static_cast<std::size_t>(world), n / world);
+}
+
 }  // namespace detail
+
+Work Communicator::alltoall(const Tensor& in, Tensor& out) {
+  std::vector<std::int64_t> counts = detail::equal_alltoall_counts(in, out, size());
+  return alltoall(in, out, counts, counts);
+}
 
 namespace {
 
@@ -126,6 +201,13 @@ class SingleCommunicator final : public Communicator {
     copy_flat(out, in);
     return {};
   }
+  Work alltoall(const Tensor& in, Tensor& out, const std::vector<std::int64_t>& send_counts,
+               const std::vector<std::int64_t>& recv_counts) override {
+    detail::check_alltoall(in, out, send_counts, recv_counts, 1);  // counts are {N}
+    copy_flat(out, in);
+    return {};
+  }
+  using Communicator::alltoall;
   void barrier() override {}
   [[noreturn]] void abort(int exit_code) noexcept override {
     std::fflush(stdout);

@@ -20,6 +20,18 @@
 // main thread sleeps or computes, so a rank that has not issued the collective is named as such,
 // and a rank that answers nothing is named as dead or stopped. Then the communicator is failed
 // (Note [Collective timeout] in communicator.hpp).
+//
+// Note [MPI alltoall and large counts]
+// alltoall is always MPI_Ialltoallw, never MPI_Ialltoallv: MPI 3.1 counts and displacements are
+// int, and whether a block fits is known only to the rank that holds it (a rank may receive 3 GB
+// while its peers send 1 GB each), but every rank must call the same collective. Per peer, a
+// block whose count fits in an int and whose byte offset fits in an int is sent as plain
+// elements (count, offset, element type); any other block as one element of a derived datatype
+// built for it (a struct of `count / limit` contiguous runs of `limit` elements plus the rest,
+// at its 64-bit byte offset). Type signatures are sequences of elements either way, so a plain
+// block on one side matches a derived one on the other. Derived types are freed when the
+// request completes. The test suite lowers the limit with BENCHHOST_TEST_MPI_COUNT_LIMIT (read
+// when a communicator is created) to run this path with small tensors.
 
 // Only the C API: keep OpenMPI/MPICH from pulling in the deprecated C++ bindings.
 #define OMPI_SKIP_MPICXX 1
@@ -212,6 +224,69 @@ bool same_buffer(const Tensor& a, const Tensor& b) {
   return a.storage() == b.storage() && a.storage_offset() == b.storage_offset();
 }
 
+// The int limit for counts and byte offsets of MPI_Ialltoallw (Note [MPI alltoall and large
+// counts]); tests lower it through the environment.
+std::int64_t alltoall_int_limit() {
+  const char* text = std::getenv("BENCHHOST_TEST_MPI_COUNT_LIMIT");
+  if (text == nullptr || *text == '\0') return INT_MAX;
+  char* end = nullptr;
+  long long v = std::strtoll(text, &end, 10);
+  BH_CHECK_AS(InvalidArgument, *end == '\0' && v > 0 && v <= INT_MAX,
+              "BENCHHOST_TEST_MPI_COUNT_LIMIT={} is not a count in 1..{}", text, INT_MAX);
+  return v;
+}
+
+// One side of an MPI_Ialltoallw: per peer, a count, a byte offset and a datatype.
+struct AlltoallwSide {
+  std::vector<int> counts, byte_offsets;
+  std::vector<MPI_Datatype> types;
+};
+
+// Fills `side` for blocks of `counts` elements of `type` (element size `es`) laid out one after
+// another; blocks beyond `limit` become one element of a derived type, appended to `derived`.
+// Runs under the runtime mutex. Returns the first failing MPI call's code.
+int describe_alltoallw_side(const std::vector<std::int64_t>& counts, MPI_Datatype type,
+                            std::int64_t es, std::int64_t limit, AlltoallwSide& side,
+                            std::vector<MPI_Datatype>& derived) {
+  std::int64_t offset = 0;  // in elements
+  for (std::int64_t count : counts) {
+    const std::int64_t offset_bytes = offset * es;
+    if (count == 0 || (count <= limit && offset_bytes <= limit)) {
+      side.counts.push_back(static_cast<int>(count));
+      side.byte_offsets.push_back(count == 0 ? 0 : static_cast<int>(offset_bytes));
+      side.types.push_back(type);
+    } else {
+      const std::int64_t runs = count / limit, rest = count % limit;
+      MPI_Datatype run_type = MPI_DATATYPE_NULL, block_type = MPI_DATATYPE_NULL;
+      int lengths[2], n = 0;
+      MPI_Aint displacements[2];
+      MPI_Datatype parts[2];
+      if (runs > 0) {
+        int rc = MPI_Type_contiguous(static_cast<int>(limit), type, &run_type);
+        if (rc != MPI_SUCCESS) return rc;
+        lengths[n] = static_cast<int>(runs);
+        displacements[n] = static_cast<MPI_Aint>(offset_bytes);
+        parts[n++] = run_type;
+      }
+      if (rest > 0) {
+        lengths[n] = static_cast<int>(rest);
+        displacements[n] = static_cast<MPI_Aint>((offset + runs * limit) * es);
+        parts[n++] = type;
+      }
+      int rc = MPI_Type_create_struct(n, lengths, displacements, parts, &block_type);
+      if (run_type != MPI_DATATYPE_NULL) MPI_Type_free(&run_type);
+      if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&block_type);
+      if (rc != MPI_SUCCESS) return rc;
+      derived.push_back(block_type);
+      side.counts.push_back(1);
+      side.byte_offsets.push_back(0);
+      side.types.push_back(block_type);
+    }
+    offset += count;
+  }
+  return MPI_SUCCESS;
+}
+
 class MpiCommunicator;
 
 // ---- one outstanding collective ----
@@ -233,6 +308,8 @@ class MpiWork final : public WorkImpl {
   MPI_Request request = MPI_REQUEST_NULL;
   std::vector<Tensor> keep_alive;     // buffers MPI reads or writes until completion
   std::vector<int> counts, displs;    // for the v-variants
+  AlltoallwSide send_side, recv_side; // for alltoall
+  std::vector<MPI_Datatype> derived_types;  // freed (under the runtime mutex) on completion
   std::function<void()> finalize;     // copy back / divide, after MPI completes
   std::int64_t seq() const { return seq_; }
   std::atomic<int> state{kPending};
@@ -422,6 +499,47 @@ class MpiCommunicator final : public Communicator {
     });
     return Work(w);
   }
+
+  Work alltoall(const Tensor& in, Tensor& out, const std::vector<std::int64_t>& send_counts,
+               const std::vector<std::int64_t>& recv_counts) override {
+    detail::check_alltoall(in, out, send_counts, recv_counts, size_);
+    const std::int64_t limit = alltoall_limit_;
+    for (const auto* counts : {&send_counts, &recv_counts}) {
+      for (std::int64_t c : *counts) {
+        // A derived block is `c / limit` runs of `limit` elements: the run count is an int too.
+        BH_CHECK_AS(InvalidArgument, c / limit <= INT_MAX, "alltoall: a block of {} elements is "
+                    "more than MPI can describe ({} runs of {})", c, c / limit, limit);
+      }
+    }
+    Tensor src = stage(in, in.dtype(), true);
+    Tensor dst = stage(out, out.dtype(), false);
+    if (src.storage() == dst.storage()) src = src.clone();  // MPI forbids overlapping buffers
+    auto w = new_work(fmt::format("alltoall #{} ({}, {} elements sent, {} received)", seq_ + 1,
+                                  dtype_name(in.dtype()), in.numel(), out.numel()));
+    w->keep_alive = {in, out, src, dst};
+    Tensor user = out;
+    w->finalize = [dst, user]() mutable {
+      if (!same_buffer(dst, user)) user.copy_(dst.to(user.device()));
+    };
+    MpiWork* raw = w.get();
+    const MPI_Datatype type = move_type(in.dtype());
+    const auto es = static_cast<std::int64_t>(in.element_size());
+    post(w, [&](MPI_Request* r) {
+      int rc = describe_alltoallw_side(send_counts, type, es, limit, raw->send_side,
+                                       raw->derived_types);
+      if (rc == MPI_SUCCESS)
+        rc = describe_alltoallw_side(recv_counts, type, es, limit, raw->recv_side,
+                                     raw->derived_types);
+      if (rc != MPI_SUCCESS) return rc;
+      return MPI_Ialltoallw(src.raw_data(), raw->send_side.counts.data(),
+                            raw->send_side.byte_offsets.data(), raw->send_side.types.data(),
+                            dst.raw_data(), raw->recv_side.counts.data(),
+                            raw->recv_side.byte_offsets.data(), raw->recv_side.types.data(),
+                            comm_, r);
+    });
+    return Work(w);
+  }
+  using Communicator::alltoall;
 
   void barrier() override {
     auto w = new_work(fmt::format("barrier #{}", seq_ + 1));
@@ -666,6 +784,7 @@ class MpiCommunicator final : public Communicator {
   CommOptions opts_;
   Device device_;
   int rank_ = 0, size_ = 1;
+  std::int64_t alltoall_limit_ = alltoall_int_limit();  // Note [MPI alltoall and large counts]
   MPI_Comm comm_ = MPI_COMM_NULL, ctrl_ = MPI_COMM_NULL;
   std::int64_t seq_ = 0;  // collectives issued (owned by the issuing thread)
   std::atomic<std::int64_t> posted_seq_{0}, completed_seq_{0};
@@ -709,6 +828,8 @@ bool MpiWork::poll_once() {
     }
     if (!flag) return false;
     state.store(kCompleting);  // this thread alone finishes it
+    for (MPI_Datatype& t : derived_types) MPI_Type_free(&t);
+    derived_types.clear();
   }
   try {
     if (finalize) finalize();

@@ -12,6 +12,8 @@
 // the collective: wait() polls it against the deadline and calls ncclCommAbort on timeout.
 // avg uses ncclAvg for floating-point dtypes; integer avg is rejected (NCCL would divide each
 // step's partial sum and u8 would wrap): use sum and divide.
+// alltoall is one ncclSend and one ncclRecv per peer with a non-zero block (self included: NCCL
+// copies it), fused by ncclGroupStart/End; counts are bytes in size_t, so no INT_MAX limit.
 
 #ifdef BENCHHOST_HAVE_NCCL
 
@@ -225,6 +227,39 @@ class NcclCommunicator final : public Communicator {
     });
     return Work(w);
   }
+
+  Work alltoall(const Tensor& in, Tensor& out, const std::vector<std::int64_t>& send_counts,
+               const std::vector<std::int64_t>& recv_counts) override {
+    detail::check_alltoall(in, out, send_counts, recv_counts, size_);
+    check_tensor(in, "alltoall", false);
+    check_tensor(out, "alltoall", false);
+    // Sends and receives of one group run concurrently: never send from the buffer being received
+    // into. The copy runs on the default stream, which the collective's stream waits for.
+    Tensor src = in.storage() == out.storage() && in.numel() > 0 ? in.clone() : in;
+    auto w = begin(fmt::format("alltoall ({}, {} elements sent, {} received)",
+                               dtype_name(in.dtype()), in.numel(), out.numel()), {in, out, src});
+    const std::size_t es = in.element_size();
+    const auto* send_base = static_cast<const char*>(src.raw_data());
+    auto* recv_base = static_cast<char*>(out.raw_data());
+    enqueue(*w, "alltoall", [&] {
+      ncclResult_t rc = ncclGroupStart();
+      std::size_t send_at = 0, recv_at = 0;  // bytes
+      for (int r = 0; r < size_ && rc == ncclSuccess; ++r) {
+        const std::size_t send_bytes = static_cast<std::size_t>(send_counts[r]) * es;
+        const std::size_t recv_bytes = static_cast<std::size_t>(recv_counts[r]) * es;
+        if (send_bytes > 0)
+          rc = ncclSend(send_base + send_at, send_bytes, ncclUint8, r, comm_, stream_);
+        if (rc == ncclSuccess && recv_bytes > 0)
+          rc = ncclRecv(recv_base + recv_at, recv_bytes, ncclUint8, r, comm_, stream_);
+        send_at += send_bytes;
+        recv_at += recv_bytes;
+      }
+      ncclResult_t end = ncclGroupEnd();
+      return rc != ncclSuccess ? rc : end;
+    });
+    return Work(w);
+  }
+  using Communicator::alltoall;
 
   void barrier() override {
     Tensor one = Tensor::zeros({1}, DType::f32, device_);

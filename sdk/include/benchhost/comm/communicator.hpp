@@ -1,12 +1,16 @@
 #pragma once
 /// @file comm/communicator.hpp  Collectives across the processes of a run.
 ///
-/// A Communicator connects the `size()` processes of one job (one per device). Backends:
+/// A Communicator connects the `size()` processes of one job (one per device).
+/// Collectives: allreduce, broadcast, allgather, reduce_scatter, alltoall (per-peer counts, or
+/// equal blocks) and barrier; each but barrier returns a Work handle.
+/// Backends:
 ///   "single"  one process; no dependency; every collective is a local copy or nothing.
 ///   "mpi"     OpenMPI (or any MPI-3 library); CPU tensors (CUDA tensors are staged through host
 ///             memory, correct but slow); also bootstraps NCCL. Built when MPI is found.
 ///   "nccl"    CUDA tensors; lives in libbenchhost_sdk_cuda.so; the ncclUniqueId is broadcast over
-///             the MPI backend; one NCCL communicator per run. Built when CUDA and NCCL are found.
+///             the MPI backend; one NCCL communicator per run; alltoall is grouped
+///             ncclSend/ncclRecv. Built when CUDA and NCCL are found.
 ///
 /// Threading: collectives must be issued in the same order on every rank (as in MPI), from one
 /// thread at a time per communicator. A Work handle may be waited on from any thread.
@@ -30,6 +34,18 @@
 /// allgather and reduce_scatter split a flat buffer of N elements over P ranks like
 /// numpy.array_split: rank r owns chunk_count(N, P, r) = N / P + (r < N % P ? 1 : 0) elements at
 /// offset chunk_offset(N, P, r). Every rank knows N, so no counts are exchanged.
+///
+/// Note [All-to-all blocks]
+/// alltoall moves size() blocks out of and into flat buffers: block r of `in` (send_counts[r]
+/// elements, at the sum of the earlier send counts) goes to rank r, and block q of `out`
+/// (recv_counts[q] elements, at the sum of the earlier receive counts) comes from rank q, so
+/// rank q's send_counts[r] must equal rank r's recv_counts[q]. Every rank checks only its own
+/// counts against its own tensors; counts that disagree between ranks are the caller's error
+/// (MPI reports a truncation or the collective times out). When the counts vary per step (the
+/// embedding exchange of a model-parallel table), exchange them first with the equal-block form
+/// on one i64 per rank. Counts are int64 on every backend: the MPI backend, whose counts and
+/// displacements are int, sends blocks with more than INT_MAX elements (or at offsets beyond
+/// INT_MAX) as per-peer derived datatypes through MPI_Ialltoallw; NCCL counts are size_t.
 
 #include <chrono>
 #include <cstddef>
@@ -139,6 +155,21 @@ class Communicator {
   /// `in` (N elements, same on every rank) is reduced with op across ranks; `out` receives this
   /// rank's chunk of the result (chunk_count(N, size(), rank()) elements). Same dtype.
   virtual Work reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) = 0;
+  /// All-to-all with per-peer counts (MPI_Alltoallv): `in` holds size() consecutive blocks, block r
+  /// (send_counts[r] elements) going to rank r; `out` receives size() consecutive blocks, block r
+  /// (recv_counts[r] elements) coming from rank r. send_counts[r] on rank q must equal
+  /// recv_counts[q] on rank r (exchange counts first when they vary, e.g. with the equal-block form
+  /// on one i64 per rank). in.numel() == sum(send_counts), out.numel() == sum(recv_counts); same
+  /// dtype; any dtype; both contiguous; zero counts allowed. Counts are not limited to INT_MAX on
+  /// any backend (Note [All-to-all blocks]). `in` and `out` may share storage (the mpi and
+  /// nccl backends then send from a copy). Throws InvalidArgument, before anything is sent, naming the numbers
+  /// when a count is negative, there are not size() of them, or a sum differs from numel().
+  virtual Work alltoall(const Tensor& in, Tensor& out, const std::vector<std::int64_t>& send_counts,
+                        const std::vector<std::int64_t>& recv_counts) = 0;
+  /// Equal blocks: in.numel() == out.numel() == N, N divisible by size(); block r of N / size()
+  /// elements goes to rank r, and out's block r comes from rank r. (Derived classes that override
+  /// the virtual form add `using Communicator::alltoall;` so this overload stays visible.)
+  Work alltoall(const Tensor& in, Tensor& out);
   /// Blocks until every rank has reached it (with the timeout). Throws CommError.
   virtual void barrier() = 0;
   /// End the whole job now: MPI_Abort (mpirun then stops every rank) / ncclCommAbort and exit.
