@@ -94,9 +94,10 @@ namespace {
 // walks the same keys and gets the same exact AUC. Cost: 8 bytes x (max count x ranks) per rank.
 std::vector<std::int64_t> gather_counts(Communicator& comm, std::int64_t mine) {
   const int p = comm.size();
-  Tensor in = Tensor::from_vector_i64({mine}, {1});
-  Tensor out = Tensor::empty({p}, DType::i64);
+  Tensor in = Tensor::from_vector_i64({mine}, {1}).to(comm.device());
+  Tensor out = Tensor::empty({p}, DType::i64, comm.device());
   comm.allgather(in, out).wait();
+  out = out.to(Device::cpu());
   const std::int64_t* c = out.data<std::int64_t>();
   return std::vector<std::int64_t>(c, c + p);
 }
@@ -112,9 +113,6 @@ std::int64_t AucAccumulator::total_size(Communicator* comm) const {
 
 double AucAccumulator::compute(Communicator* comm) const {
   if (comm == nullptr || comm->size() == 1) return roc_auc(scores_, labels_);
-  BH_CHECK_AS(InvalidArgument, comm->device().is_cpu(),
-              "AucAccumulator::compute needs a communicator for CPU tensors (got one on {}); "
-              "pass the run's host communicator", comm->device().is_cpu() ? "cpu" : "cuda");
   const auto counts = gather_counts(*comm, size());
   const std::int64_t max_count = *std::max_element(counts.begin(), counts.end());
   const int p = comm->size();
@@ -122,8 +120,10 @@ double AucAccumulator::compute(Communicator* comm) const {
   auto keys = pack(scores_, labels_);
   auto* m = mine.data<std::int64_t>();
   for (std::size_t i = 0; i < keys.size(); ++i) m[i] = static_cast<std::int64_t>(keys[i] | 2u);
-  Tensor all = Tensor::empty({max_count * p}, DType::i64);
-  comm->allgather(mine, all).wait();
+  // The keys travel on the communicator's device (host memory for mpi, the GPU for nccl).
+  Tensor all = Tensor::empty({max_count * p}, DType::i64, comm->device());
+  comm->allgather(mine.to(comm->device()), all).wait();
+  all = all.to(Device::cpu());
   std::vector<std::uint64_t> valid;
   valid.reserve(static_cast<std::size_t>(max_count * p));
   const auto* a = all.data<std::int64_t>();

@@ -105,6 +105,20 @@ void check_f32_matrix(const Tensor& t, const char* what) {
 }  // namespace
 
 std::int64_t embedding_bag_count(const Tensor& indices, const Tensor& offsets) {
+  if (indices.defined() && !indices.device().is_cpu()) {
+    // Device-resident ids: the count comes from the shapes alone (reading offsets would cost a
+    // synchronising copy); the device kernels check the ids and offsets themselves.
+    if (!offsets.defined()) {
+      BH_CHECK_AS(InvalidArgument, indices.dim() == 2,
+                  "embedding bag: without offsets, indices must be [bags, hotness], got {}",
+                  indices.describe());
+      return indices.size(0);
+    }
+    BH_CHECK_AS(InvalidArgument, indices.dim() == 1 && offsets.dim() == 1 && offsets.numel() >= 1,
+                "embedding bag: with offsets, indices must be 1-D and offsets [bags + 1], got {} and {}",
+                indices.describe(), offsets.describe());
+    return offsets.numel() - 1;
+  }
   return make_view(indices, offsets).bags;
 }
 
