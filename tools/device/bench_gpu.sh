@@ -8,8 +8,11 @@
 # Pairs (benchhost precision vs PyTorch mode; our CUDA ops are f32, so tf32 is our fastest):
 #   resnet50, batch RN_BATCH (256) at RN_SIZE (224), synthetic: ours fp32 and tf32 vs PyTorch
 #   channels-last eager fp32 (TF32 allowed, PyTorch's default for convolutions) and AMP bf16.
-#   gpt3 125m, batch LM_BATCH (8), synthetic tokens: ours fp32 and tf32 (samples/s, MFU).
-#   bert-large seq 128 (mlperf.conf with bert.seq-len 128), batch LM_BATCH, synthetic: ours.
+#   gpt3 125m (seq 2048), batch LM_BATCH (8), synthetic tokens: ours fp32 and tf32 (samples/s,
+#   MFU) vs tools/peers/gpt3_peer.py (the same model and AdamW) fp32, tf32 and AMP bf16.
+#   bert-large seq 128 (mlperf.conf with bert.seq-len 128), batch LM_BATCH, synthetic: ours fp32
+#   and tf32 vs tools/peers/bert_peer.py (the same model and LAMB) fp32, tf32 and AMP bf16.
+#   The peers' shapes are read from the same config files (conf below).
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
@@ -56,7 +59,33 @@ peer resnet50_pytorch_fp32 tools/peers/resnet50_peer.py bench --device "$dev" --
   --image-size "$rn_size" --iters "$iters" --warmup 3
 peer resnet50_pytorch_amp_bf16 tools/peers/resnet50_peer.py bench --device "$dev" --channels-last --amp bf16 \
   --batch-size "$rn_batch" --image-size "$rn_size" --iters "$iters" --warmup 3
+conf() {  # conf FILE KEY -> the value of "KEY = value" in a config file (the last one)
+  sed -n "s/^$2[[:space:]]*=[[:space:]]*\([^#[:space:]]*\).*/\1/p" "$1" | tail -n 1
+}
+lm_peer() {  # name, peer script, config JSON: PyTorch fp32, tf32 and AMP bf16 on $dev
+  local name=$1 script=$2 json=$3 mode
+  for mode in fp32 tf32 amp_bf16; do
+    local flags=()
+    [ "$mode" = tf32 ] && flags=(--tf32)
+    [ "$mode" = amp_bf16 ] && flags=(--amp bf16)
+    peer "${name}_pytorch_$mode" "$script" bench --device "$dev" "${flags[@]}" --config "$json" --batch "$lm_batch" \
+      --steps "$iters" --warmup 3 --threads "$(nproc)"
+  done
+}
+gc=configs/gpt3/125m.conf
+g_hidden=$(conf $gc gpt3.hidden) g_seq=$(conf $gc gpt3.seq-len) g_ffn=$(conf $gc gpt3.ffn) g_pos=$(conf $gc gpt3.max-positions)
+[ "${g_ffn:-0}" = 0 ] && g_ffn=$((4 * g_hidden))  # the plugin's defaults for 0
+[ "${g_pos:-0}" = 0 ] && g_pos=$g_seq
+gpt_json=$(printf '{"layers":%s,"hidden":%s,"heads":%s,"ffn":%s,"vocab":%s,"max_positions":%s,"seq_len":%s}' \
+  "$(conf $gc gpt3.layers)" "$g_hidden" "$(conf $gc gpt3.heads)" "$g_ffn" "$(conf $gc gpt3.vocab)" "$g_pos" "$g_seq")
 ours gpt3_125m_benchhost_fp32 --plugin gpt3 --config 125m -b "$lm_batch" --precision fp32
 ours gpt3_125m_benchhost_tf32 --plugin gpt3 --config 125m -b "$lm_batch" --precision tf32
+lm_peer gpt3_125m tools/peers/gpt3_peer.py "$gpt_json"
+bc=configs/bert/mlperf.conf
+bert_json=$(printf '{"layers":%s,"hidden":%s,"heads":%s,"ffn":%s,"vocab":%s,"max_positions":%s,"seq_len":128,"max_predictions":%s}' \
+  "$(conf $bc bert.layers)" "$(conf $bc bert.hidden)" "$(conf $bc bert.heads)" "$(conf $bc bert.ffn)" \
+  "$(conf $bc bert.vocab)" "$(conf $bc bert.max-positions)" "$(conf $bc bert.max-predictions)")
+ours bert_large_s128_benchhost_fp32 --plugin bert --config mlperf -b "$lm_batch" --bert.seq-len 128 --precision fp32
 ours bert_large_s128_benchhost_tf32 --plugin bert --config mlperf -b "$lm_batch" --bert.seq-len 128 --precision tf32
+lm_peer bert_large_s128 tools/peers/bert_peer.py "$bert_json"
 cat "$out/device.txt" "$out/summary.txt"

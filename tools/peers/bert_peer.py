@@ -14,8 +14,12 @@ clipping the global gradient norm.
   check:  --input FILE (a benchhost weight file holding the model's weights, the batches
           "batch.<k>.<field>" and the learning rates "lr" [K]) --config JSON --steps K:
           train K steps and print JSON {"losses": [...]} (tests/bert compares with the plugin).
-  bench:  --config JSON --batch B --steps N --threads T: random batches of the config's shapes,
-          print JSON {"samples_per_second": ...} (tools/bench_lm.sh).
+  bench:  --config JSON --batch B --steps N --threads T [--device cpu|cuda[:N]]
+          [--amp none|bf16|fp16] [--tf32]: random batches of the config's shapes, print JSON
+          {"samples_per_second": ...} (tools/bench_lm.sh on CPU, tools/device/bench_gpu.sh on
+          CUDA). --amp runs the forward pass under torch.autocast (fp32 master weights and
+          optimizer; fp16 with a static loss scale, unscaled before clipping); --tf32 lets fp32
+          matmuls use TF32 on CUDA. The device is synchronised before and after the timed steps.
 
 Use Debian's /usr/bin/python3 (torch 1.13, numpy).
 """
@@ -101,7 +105,8 @@ class Bert(nn.Module):
         for layer in self.encoder.layer:
             x = layer(x, keep)
         flat = x.reshape(-1, x.shape[-1])
-        t = self.mlm.ln(F.gelu(self.mlm.dense(flat[b["mlm_index"]])))
+        # .float(): a no-op in fp32; under CPU autocast (bf16) LayerNorm does not cast its input.
+        t = self.mlm.ln(F.gelu(self.mlm.dense(flat[b["mlm_index"]])).float())
         logits = t @ e.word.weight.t() + self.mlm.bias
         mlm = F.cross_entropy(logits, b["mlm_labels"], ignore_index=-100)
         pooled = torch.tanh(self.pooler(flat[b["cls_index"]]))
@@ -132,12 +137,14 @@ class Lamb:
             m.mul_(self.b1).add_(g, alpha=1 - self.b1)
             v.mul_(self.b2).addcmul_(g, g, value=1 - self.b2)
             u = (m / c1) / ((v / c2).sqrt() + self.eps)
-            ratio = 1.0
             if decays(name):
                 u = u + self.wd * p
-                wn, un = p.norm().item(), u.norm().item()
-                ratio = wn / un if wn > 0 and un > 0 else 1.0
-            p.add_(u, alpha=-lr * ratio)
+                # The trust ratio stays on the device: no host round trip per parameter on a GPU.
+                wn, un = p.norm(), u.norm()
+                ratio = torch.where((wn > 0) & (un > 0), wn / un, torch.ones_like(wn))
+                p.sub_(u * (ratio * lr))
+            else:
+                p.add_(u, alpha=-lr)
 
     def zero_grad(self):
         for _, p in self.params:
@@ -192,29 +199,86 @@ def random_batch(config, B, gen):
             "nsp_labels": torch.randint(0, 2, (B,), generator=gen)}
 
 
-def bench(args, config):
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(1)
-    model = Bert(config)
-    opt = Lamb(model.named_parameters(), 0.9, 0.999, 1e-6, 0.01)
-    gen = torch.Generator().manual_seed(2)
-    batches = [random_batch(config, args.batch, gen) for _ in range(4)]
+# The bench options and timing shared with gpt3_peer.py (the same flags as resnet50_peer.py's bench).
+AMP_DTYPES = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+FP16_LOSS_SCALE = 2.0 ** 12
 
-    def step(i):
-        loss = model(batches[i % 4])
+
+def add_bench_args(p):
+    p.add_argument("--device", default="cpu", help="bench: cpu or cuda[:N]")
+    p.add_argument("--amp", choices=sorted(AMP_DTYPES), default="none",
+                   help="bench: torch.autocast mixed precision for the forward pass (fp16 with a static loss scale)")
+    p.add_argument("--tf32", action="store_true", help="bench: allow TF32 for fp32 matmuls on CUDA")
+
+
+def bench_device(args):
+    """The bench's device, checked, with TF32 set as asked (PyTorch's default for matmuls is off)."""
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("bench: --device %s but torch %s sees no CUDA device" % (args.device, torch.__version__))
+        torch.cuda.set_device(device)
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32
+        torch.backends.cudnn.allow_tf32 = args.tf32
+    elif args.amp == "fp16":
+        sys.exit("bench: --amp fp16 needs --device cuda (CPU autocast is bf16)")
+    return device
+
+
+def train_step(model_loss, params, optimizer_step, args, device):
+    """One step: forward under autocast as --amp says, backward (fp16: scaled, then unscaled),
+    global gradient-norm clip 1.0, then the optimizer."""
+    amp_dtype = AMP_DTYPES[args.amp]
+    with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+        loss = model_loss()
+    if args.amp == "fp16":
+        (loss * FP16_LOSS_SCALE).backward()
+        with torch.no_grad():
+            for p in params:
+                if p.grad is not None:
+                    p.grad.mul_(1.0 / FP16_LOSS_SCALE)
+    else:
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step(1e-3)
-        opt.zero_grad()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    optimizer_step()
 
+
+def timed_bench(step, args, device, extra):
+    """Run `step(i)` warm-up times, then time args.steps steps with the device synchronised before
+    and after; print the JSON line bench_lm.sh and bench_gpu.sh read."""
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     for i in range(args.warmup):
         step(i)
+    sync()
     start = time.perf_counter()
     for i in range(args.steps):
         step(i)
+    sync()
     elapsed = time.perf_counter() - start
-    print(json.dumps({"samples_per_second": args.batch * args.steps / elapsed, "threads": args.threads,
-                      "torch": torch.__version__}))
+    out = {"peer": "pytorch %s" % torch.__version__, "torch": torch.__version__, "device": str(device),
+           "amp": args.amp, "tf32": args.tf32, "threads": args.threads, "batch_size": args.batch,
+           "ms_per_step": elapsed / args.steps * 1e3, "samples_per_second": args.batch * args.steps / elapsed}
+    out.update(extra)
+    if device.type == "cuda":
+        out["gpu"] = torch.cuda.get_device_name(device)
+    print(json.dumps(out))
+
+
+def bench(args, config):
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(1)
+    device = bench_device(args)
+    model = Bert(config).to(device)
+    opt = Lamb(model.named_parameters(), 0.9, 0.999, 1e-6, 0.01)
+    params = [p for _, p in opt.params]
+    gen = torch.Generator().manual_seed(2)
+    batches = [{k: t.to(device) for k, t in random_batch(config, args.batch, gen).items()} for _ in range(4)]
+
+    def step(i):
+        train_step(lambda: model(batches[i % 4]), params, lambda: opt.step(1e-3), args, device)
+        opt.zero_grad()
+
+    timed_bench(step, args, device, {"model": "bert", "seq_len": config["seq_len"]})
 
 
 def main(argv):
@@ -226,6 +290,7 @@ def main(argv):
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--threads", type=int, default=2)
+    add_bench_args(p)
     args = p.parse_args(argv)
     config = json.loads(args.config)
     if args.mode == "check":

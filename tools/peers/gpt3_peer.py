@@ -11,8 +11,10 @@ clipping the global gradient norm.
 
   check:  --input FILE (weights + "batch.<k>.tokens"/"batch.<k>.targets" + "lr" [K]) --config JSON
           --steps K: print JSON {"losses": [...]} (tests/gpt3 compares with the plugin).
-  bench:  --config JSON --batch B --steps N --threads T: random tokens of the config's shapes,
-          print JSON {"samples_per_second": ...} (tools/bench_lm.sh).
+  bench:  --config JSON --batch B --steps N --threads T [--device cpu|cuda[:N]]
+          [--amp none|bf16|fp16] [--tf32]: random tokens of the config's shapes, print JSON
+          {"samples_per_second": ...} (tools/bench_lm.sh on CPU, tools/device/bench_gpu.sh on
+          CUDA); the options, autocast and timing are bert_peer.py's.
 
 Use Debian's /usr/bin/python3 (torch 1.13, numpy).
 """
@@ -21,7 +23,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import numpy as np
 import torch
@@ -30,7 +31,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import weights  # noqa: E402
-from bert_peer import Block, decays  # noqa: E402  (the one transformer block, as in the SDK)
+from bert_peer import Block, add_bench_args, bench_device, decays, timed_bench, train_step  # noqa: E402
 
 
 class Gpt(nn.Module):
@@ -44,8 +45,8 @@ class Gpt(nn.Module):
 
     def forward(self, tokens, targets):
         B, T = tokens.shape
-        x = self.wte(tokens) + self.wpe(torch.arange(T))
-        keep = torch.ones(T, T, dtype=torch.bool).tril()[None, None]
+        x = self.wte(tokens) + self.wpe(torch.arange(T, device=tokens.device))
+        keep = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()[None, None]
         for layer in self.layer:
             x = layer(x, keep)
         logits = self.ln_f(x) @ self.wte.weight.t()
@@ -85,29 +86,21 @@ def check(args, c):
 def bench(args, c):
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
-    model = Gpt(c)
+    device = bench_device(args)
+    model = Gpt(c).to(device)
     opt = make_optimizer(model, {"weight_decay": 0.1, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8})
+    for g in opt.param_groups:
+        g["lr"] = 1e-3
+    params = list(model.parameters())
     gen = torch.Generator().manual_seed(2)
-    data = [torch.randint(0, c["vocab"], (args.batch, c["seq_len"] + 1), generator=gen) for _ in range(4)]
+    data = [torch.randint(0, c["vocab"], (args.batch, c["seq_len"] + 1), generator=gen).to(device) for _ in range(4)]
 
     def step(i):
         d = data[i % 4]
-        loss = model(d[:, :-1], d[:, 1:])
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        for g in opt.param_groups:
-            g["lr"] = 1e-3
-        opt.step()
+        train_step(lambda: model(d[:, :-1], d[:, 1:]), params, opt.step, args, device)
         opt.zero_grad(set_to_none=True)
 
-    for i in range(args.warmup):
-        step(i)
-    start = time.perf_counter()
-    for i in range(args.steps):
-        step(i)
-    elapsed = time.perf_counter() - start
-    print(json.dumps({"samples_per_second": args.batch * args.steps / elapsed, "threads": args.threads,
-                      "torch": torch.__version__}))
+    timed_bench(step, args, device, {"model": "gpt3", "seq_len": c["seq_len"]})
 
 
 def main(argv):
@@ -119,6 +112,7 @@ def main(argv):
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--threads", type=int, default=2)
+    add_bench_args(p)
     args = p.parse_args(argv)
     c = json.loads(args.config)
     if args.mode == "check":
