@@ -2,6 +2,7 @@
 // bags, the low-rank cross network and the top MLP.
 #include "model.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -44,10 +45,13 @@ std::string MemoryNeed::describe() const {
                      table_state_bytes / gib, dense_bytes / gib, activation_bytes / gib);
 }
 
-MemoryNeed memory_need(const DlrmConfig& c, std::int64_t batch, bool training) {
+MemoryNeed memory_need(const DlrmConfig& c, std::int64_t batch, bool training,
+                       const std::vector<std::int64_t>& owned, std::int64_t global_batch) {
   MemoryNeed m;
   double rows = 0;
-  for (auto r : c.table_sizes) rows += static_cast<double>(r);
+  if (owned.empty())
+    for (auto r : c.table_sizes) rows += static_cast<double>(r);
+  for (auto k : owned) rows += static_cast<double>(c.table_sizes.at(static_cast<std::size_t>(k)));
   m.table_bytes = rows * static_cast<double>(c.embedding_dim) * 4.0;
   // Parameter::grad is allocated with the table's shape, and Adagrad keeps one accumulator per
   // weight (Note [Sparse embedding gradients]).
@@ -64,6 +68,9 @@ MemoryNeed memory_need(const DlrmConfig& c, std::int64_t batch, bool training) {
   for (auto o : c.top_mlp) dense += double(in * o + o), act += 2.0 * double(o), in = o;
   m.dense_bytes = dense * 4.0 * 3.0;  // weights, grads, accumulators
   m.activation_bytes = act * 4.0 * double(batch) * (training ? 2.0 : 1.0);
+  if (!owned.empty())  // the owned tables' pooled rows (and gradients) for the whole global batch
+    m.activation_bytes += double(owned.size()) * double(c.embedding_dim) * 4.0 *
+                          double(std::max(global_batch, batch)) * (training ? 2.0 : 1.0);
   return m;
 }
 
@@ -91,52 +98,31 @@ CrossNet::CrossNet(std::int64_t dim, std::int64_t rank, std::int64_t layers) {
   }
 }
 
+// x_{l+1} = x0 * u_l + x_l with u_l = W_l (V_l x_l) + b_l, through SDK ops so it runs wherever
+// the weights are.
 Tensor CrossNet::forward(const Tensor& x0) {
-  x0_ = x0;
-  xs_.clear();
+  x0_ = x0.is_contiguous() ? x0 : x0.contiguous();
   us_.clear();
-  Tensor x = x0;
-  const std::int64_t n = x0.numel();
-  const float* a = x0.data<float>();
+  Tensor x = x0_;
   for (std::size_t l = 0; l < down_.size(); ++l) {
     Tensor u = up_[l]->forward(down_[l]->forward(x));
-    Tensor next = Tensor::empty(x0.shape());
-    const float* pu = u.data<float>();
-    const float* px = x.data<float>();
-    float* pn = next.data<float>();
-    for (std::int64_t i = 0; i < n; ++i) pn[i] = a[i] * pu[i] + px[i];
-    xs_.push_back(x);
-    us_.push_back(u);
-    x = next;
+    x = nn::addcmul(x, x0_, u);
+    us_.push_back(std::move(u));
   }
   return x;
 }
 
+// Given g = dL/dx_{l+1}:  du_l = g * x0,  dx0 += g * u_l,  dx_l = g + V_l^T W_l^T du_l; and x_0 is
+// x0 itself, so the last g adds to dx0 too.
 Tensor CrossNet::backward(const Tensor& dy) {
-  const std::int64_t n = x0_.numel();
-  Tensor dx0 = Tensor::zeros(x0_.shape());
+  Tensor dx0 = Tensor::zeros(x0_.shape(), DType::f32, x0_.device());
   Tensor g = dy.is_contiguous() ? dy : dy.contiguous();
-  const float* a = x0_.data<float>();
-  float* pd0 = dx0.data<float>();
   for (std::size_t l = down_.size(); l-- > 0;) {
-    // x_{l+1} = x0 * u_l + x_l:  du = g * x0,  dx0 += g * u_l,  dx_l = g + (low-rank path).
-    Tensor du = Tensor::empty(x0_.shape());
-    const float* pg = g.data<float>();
-    const float* pu = us_[l].data<float>();
-    float* pdu = du.data<float>();
-    for (std::int64_t i = 0; i < n; ++i) {
-      pdu[i] = pg[i] * a[i];
-      pd0[i] += pg[i] * pu[i];
-    }
-    Tensor dx_low = down_[l]->backward(up_[l]->backward(du));
-    Tensor dx = Tensor::empty(x0_.shape());
-    const float* pl = dx_low.data<float>();
-    float* px = dx.data<float>();
-    for (std::int64_t i = 0; i < n; ++i) px[i] = pg[i] + pl[i];
-    g = dx;
+    Tensor du = nn::mul(g, x0_);
+    nn::addcmul_(dx0, g, us_[l]);
+    g = nn::add(g, down_[l]->backward(up_[l]->backward(du)));
   }
-  float* pg = g.data<float>();
-  for (std::int64_t i = 0; i < n; ++i) pd0[i] += pg[i];  // x_0 is x0 itself
+  nn::add_(dx0, g);
   return dx0;
 }
 
@@ -166,16 +152,27 @@ Tensor Mlp::backward(const Tensor& dy) {
 
 // ---- DlrmDcnV2 ----
 
-DlrmDcnV2::DlrmDcnV2(const DlrmConfig& config) : config_(config) {
+DlrmDcnV2::DlrmDcnV2(const DlrmConfig& config, std::vector<std::int64_t> owned)
+    : config_(config), owned_(std::move(owned)) {
   config_.validate();
+  const auto features = static_cast<std::int64_t>(config_.table_sizes.size());
+  if (owned_.empty())
+    for (std::int64_t k = 0; k < features; ++k) owned_.push_back(k);
+  for (std::size_t i = 0; i < owned_.size(); ++i)
+    BH_CHECK_AS(InvalidArgument, owned_[i] >= 0 && owned_[i] < features && (i == 0 || owned_[i - 1] < owned_[i]),
+                "dlrm_dcnv2: the tables held here must be ascending feature ids in [0, {}), got {} at "
+                "position {}", features, owned_[i], i);
   bottom_ = &register_module("bottom", std::make_unique<Mlp>(config_.num_dense, config_.bottom_mlp,
                                                               /*relu_last=*/true));
   auto& emb = register_module("emb", std::make_unique<nn::Module>());
-  for (std::size_t k = 0; k < config_.table_sizes.size(); ++k)
+  by_feature_.assign(static_cast<std::size_t>(features), nullptr);
+  for (std::int64_t k : owned_) {
     tables_.push_back(&emb.register_module(
         std::to_string(k), std::make_unique<nn::EmbeddingBag>(config_.table_sizes[k],
                                                               config_.embedding_dim,
                                                               config_.pooling, /*sparse_grad=*/true)));
+    by_feature_[k] = tables_.back();
+  }
   cross_ = &register_module("cross", std::make_unique<CrossNet>(config_.interaction_dim(),
                                                                 config_.cross_rank,
                                                                 config_.cross_layers));
@@ -211,27 +208,46 @@ void DlrmDcnV2::initialize(std::uint64_t seed) {
 }
 
 Tensor DlrmDcnV2::forward(const Tensor& dense, const std::vector<Tensor>& sparse) {
-  BH_CHECK_AS(InvalidArgument, sparse.size() == tables_.size(),
+  BH_CHECK_AS(InvalidArgument, sparse.size() == by_feature_.size(),
               "dlrm_dcnv2: {} sparse features given, the model has {} tables", sparse.size(),
-              tables_.size());
+              by_feature_.size());
+  BH_CHECK_AS(InvalidArgument, tables_.size() == by_feature_.size(),
+              "dlrm_dcnv2: this process holds {} of the {} tables; use interact() with the pooled "
+              "embeddings of the others (sharding.hpp)", tables_.size(), by_feature_.size());
+  std::vector<Tensor> pooled;
+  pooled.reserve(tables_.size());
+  for (std::size_t k = 0; k < tables_.size(); ++k) pooled.push_back(tables_[k]->forward(sparse[k]));
+  return interact(dense, pooled);
+}
+
+void DlrmDcnV2::backward(const Tensor& dlogits) {
+  std::vector<Tensor> dpooled = interact_backward(dlogits);
+  for (std::size_t k = 0; k < tables_.size(); ++k) tables_[k]->backward(dpooled[k]);
+}
+
+Tensor DlrmDcnV2::interact(const Tensor& dense, const std::vector<Tensor>& pooled) {
   BH_CHECK_AS(InvalidArgument, dense.dim() == 2 && dense.size(1) == config_.num_dense,
               "dlrm_dcnv2: dense features must be [B, {}], got {}", config_.num_dense,
               dense.describe());
+  BH_CHECK_AS(InvalidArgument, pooled.size() == by_feature_.size(),
+              "dlrm_dcnv2: {} pooled embeddings given, the model has {} features", pooled.size(),
+              by_feature_.size());
   batch_ = dense.size(0);
   std::vector<Tensor> parts;
-  parts.reserve(tables_.size() + 1);
+  parts.reserve(pooled.size() + 1);
   parts.push_back(bottom_->forward(dense));
-  for (std::size_t k = 0; k < tables_.size(); ++k) parts.push_back(tables_[k]->forward(sparse[k]));
+  parts.insert(parts.end(), pooled.begin(), pooled.end());
   Tensor x = cross_->forward(nn::concat(parts, 1));
   return top_->forward(x).view({batch_});
 }
 
-void DlrmDcnV2::backward(const Tensor& dlogits) {
+std::vector<Tensor> DlrmDcnV2::interact_backward(const Tensor& dlogits) {
   Tensor dx0 = cross_->backward(top_->backward(dlogits.reshape({batch_, 1})));
-  std::vector<std::int64_t> sizes(tables_.size() + 1, config_.embedding_dim);
+  std::vector<std::int64_t> sizes(by_feature_.size() + 1, config_.embedding_dim);
   std::vector<Tensor> parts = nn::split(dx0, sizes, 1);
-  for (std::size_t k = 0; k < tables_.size(); ++k) tables_[k]->backward(parts[k + 1]);
   bottom_->backward(parts[0]);
+  parts.erase(parts.begin());
+  return parts;
 }
 
 void DlrmDcnV2::zero_grad_fast() {

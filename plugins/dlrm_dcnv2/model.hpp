@@ -17,6 +17,11 @@
 /// U(+-sqrt(1 / rows)) (torchrec's EmbeddingBagConfig default). Each parameter draws from its own
 /// stream of (seed, name) (nn/init.hpp), so the tables are identical whatever the thread count.
 ///
+/// Every layer runs through SDK ops (the cross layer's x0 * u + x_l too), so the model trains on
+/// whichever device its parameters are on (Module::to after initialize()). With tables sharded
+/// over processes (sharding.hpp) a process holds only some tables and runs the model in two
+/// halves: its tables' pooling, and interact() on every feature's pooled embeddings.
+///
 /// Not thread-safe: one training thread drives the model; ops parallelise inside.
 
 #include <cstdint>
@@ -62,7 +67,10 @@ struct MemoryNeed {
   }
   std::string describe() const;  ///< "412.3 GiB (tables 97.4 GiB + grads 97.4 GiB + ...)"
 };
-MemoryNeed memory_need(const DlrmConfig& c, std::int64_t batch, bool training);
+/// `owned`: the tables this process holds (empty = all); `global_batch`: the samples an owned
+/// table pools per step (the whole global batch when tables are sharded, else `batch`).
+MemoryNeed memory_need(const DlrmConfig& c, std::int64_t batch, bool training,
+                       const std::vector<std::int64_t>& owned = {}, std::int64_t global_batch = 0);
 
 /// Multiply-accumulates per sample of the forward pass (training ~ 3x); embeddings count as adds.
 double forward_flops_per_sample(const DlrmConfig& c);
@@ -80,7 +88,7 @@ class CrossNet : public benchhost::nn::Module {
  private:
   std::vector<benchhost::nn::Linear*> down_, up_;
   Tensor x0_;
-  std::vector<Tensor> xs_, us_;  // x_l and u_l = W_l V_l x_l + b_l of the last forward
+  std::vector<Tensor> us_;  // u_l = W_l V_l x_l + b_l of the last forward
 };
 
 /// A stack of Linear layers, ReLU after each except (optionally) the last.
@@ -97,27 +105,44 @@ class Mlp : public benchhost::nn::Module {
 
 class DlrmDcnV2 : public benchhost::nn::Module {
  public:
-  explicit DlrmDcnV2(const DlrmConfig& config);
-  /// Re-initialise every parameter as the reference does (see the file comment).
+  /// `owned`: the features whose tables this process holds, ascending (Note [Table-wise
+  /// sharding] in sharding.hpp); empty = every table (one process, or replicated tables).
+  explicit DlrmDcnV2(const DlrmConfig& config, std::vector<std::int64_t> owned = {});
+  /// Re-initialise every parameter as the reference does (see the file comment). A table gets
+  /// the same values whichever process holds it.
   void initialize(std::uint64_t seed);
 
-  /// logits [B] from dense f32 [B, 13] and 26 bags (i32/i64 [B, hotness_k]).
+  /// logits [B] from dense f32 [B, 13] and 26 bags (i32/i64 [B, hotness_k]); every table local.
   Tensor forward(const Tensor& dense, const std::vector<Tensor>& sparse);
   /// Backward of the last forward given dlogits [B]; accumulates every gradient (the tables'
   /// as sparse rows).
   void backward(const Tensor& dlogits);
+
+  // ---- the two halves, for tables held elsewhere ----
+  /// logits [B] from the dense features and every feature's pooled embedding ([B, dim] each,
+  /// in feature order, wherever it was computed).
+  Tensor interact(const Tensor& dense, const std::vector<Tensor>& pooled);
+  /// Backward of the last interact() through the top MLP, the cross network and the bottom MLP;
+  /// returns the gradient of every pooled embedding ([B, dim] each, in feature order).
+  std::vector<Tensor> interact_backward(const Tensor& dlogits);
+
   /// Zero the gradients: dense parameters fully, tables on their touched rows only.
   void zero_grad_fast();
 
   const DlrmConfig& config() const { return config_; }
+  /// The tables this process holds, in feature order.
   std::vector<benchhost::nn::EmbeddingBag*>& tables() { return tables_; }
+  /// Feature k's table, or nullptr when another process holds it.
+  benchhost::nn::EmbeddingBag* table(std::int64_t k) const { return by_feature_.at(k); }
+  const std::vector<std::int64_t>& owned_features() const { return owned_; }
   /// Every parameter except the tables.
   std::vector<benchhost::nn::Parameter*> dense_parameters();
 
  private:
   DlrmConfig config_;
+  std::vector<std::int64_t> owned_;
   Mlp* bottom_ = nullptr;
-  std::vector<benchhost::nn::EmbeddingBag*> tables_;
+  std::vector<benchhost::nn::EmbeddingBag*> tables_, by_feature_;
   CrossNet* cross_ = nullptr;
   Mlp* top_ = nullptr;
   std::int64_t batch_ = 0;

@@ -11,9 +11,12 @@
 #include <fmt/format.h>
 
 #include "benchhost/comm/communicator.hpp"
+#include "benchhost/device.hpp"
 #include "benchhost/nn/embedding_bag.hpp"
+#include "benchhost/nn/math_mode.hpp"
 #include "benchhost/nn/ops.hpp"
 #include "benchhost/random.hpp"
+#include "sharding.hpp"
 #include "synthetic.hpp"
 
 namespace dlrm {
@@ -39,8 +42,14 @@ std::vector<std::int64_t> vec(const std::array<std::int64_t, N>& a) {
   return {a.begin(), a.end()};
 }
 
-// MemAvailable from /proc/meminfo, in bytes (0 when unknown).
-double cpu_available_bytes() {
+// Memory the run may use on `device`, in bytes (0 when unknown): the GPU's own memory (the CUDA
+// backend's environment facts), or MemAvailable from /proc/meminfo.
+double available_bytes(Device device) {
+  if (device.is_cuda()) {
+    for (const auto& [k, v] : device_backend(DeviceType::cuda).environment())
+      if (k == fmt::format("gpu{}_memory_bytes", device.index)) return std::stod(v);
+    return 0;
+  }
   std::ifstream in("/proc/meminfo");
   std::string key;
   double kb = 0;
@@ -48,6 +57,26 @@ double cpu_available_bytes() {
   while (in >> key >> kb >> unit)
     if (key == "MemAvailable:") return kb * 1024.0;
   return 0;
+}
+
+// The largest per-rank need when the tables are placed over `world` ranks.
+double sharded_need_per_rank(const DlrmConfig& c, std::int64_t local_batch, bool training, int world) {
+  const std::vector<int> owner = place_tables(c.table_sizes, world);
+  double worst = 0;
+  for (int r = 0; r < world; ++r) {
+    const auto owned = owned_features(owner, r);
+    if (owned.empty()) continue;
+    worst = std::max(worst, memory_need(c, local_batch, training, owned, local_batch * world).total());
+  }
+  return worst;
+}
+
+// Batch tensors on the model's device (no copy on the CPU).
+std::vector<Tensor> to_device(const std::vector<Tensor>& xs, Device d) {
+  std::vector<Tensor> out;
+  out.reserve(xs.size());
+  for (const auto& x : xs) out.push_back(x.to(d));
+  return out;
 }
 
 // "cache:NAME" -> ${XDG_CACHE_HOME:-$HOME/.cache}/benchhost/NAME; relative paths are taken from
@@ -80,8 +109,8 @@ WorkloadInfo DlrmWorkload::describe() {
   w.metric_name = "AUC";
   w.metric_target = 0.80275;
   w.higher_is_better = true;
-  w.devices = {"cpu"};
-  w.precisions = {"fp32"};
+  w.devices = {"cpu", "cuda"};
+  w.precisions = {"fp32", "tf32"};  // tf32: CUDA only (check_support)
   w.modes = {"ttt", "train", "infer"};
   w.configs = {"mlperf.conf", "mini.conf"};
   w.default_config = "mini.conf";  // runs on a fresh machine; --config mlperf for the reference
@@ -100,6 +129,9 @@ WorkloadInfo DlrmWorkload::describe() {
       {"cross-layers", "int", "3", "DCN-v2 cross layers"},
       {"cross-rank", "int", "512", "DCN-v2 low rank"},
       {"pooling", "string", "sum", "embedding bag pooling: sum or mean"},
+      {"embedding-sharding", "string", "replicated",
+       "replicated: every rank holds every table (data parallel); table: each table on one rank, "
+       "looked up through all-to-alls (model parallel tables, data parallel MLPs)"},
       {"global-batch-size", "int", "65536", "global training batch (split evenly over ranks)"},
       {"eval-batch-size", "int", "65536", "evaluation batch per rank"},
       {"learning-rate", "float", "0.005", "Adagrad learning rate (constant, as MLPerf requires)"},
@@ -116,11 +148,18 @@ WorkloadInfo DlrmWorkload::describe() {
 }
 
 std::string DlrmWorkload::check_support(const RunContext& ctx) {
-  if (!ctx.device.is_cpu())
-    return "dlrm_dcnv2 runs on the CPU only in this build: the CUDA embedding-bag kernels and the "
-           "CUDA Adagrad update are not written yet";
-  if (ctx.precision != "fp32" && ctx.precision != "tf32")
-    return fmt::format("dlrm_dcnv2 supports precision fp32 only, not {}", ctx.precision);
+  if (ctx.device.is_cuda()) {
+    std::string why;
+    if (!device_available(ctx.device, &why))
+      return fmt::format("dlrm_dcnv2: {} is not available: {}", ctx.device.str(), why);
+    if (ctx.precision != "fp32" && ctx.precision != "tf32")
+      return fmt::format("dlrm_dcnv2 runs fp32 and tf32 on {}, not {} (no half-precision path yet)",
+                         ctx.device.str(), ctx.precision);
+    return "";
+  }
+  if (!ctx.device.is_cpu()) return fmt::format("dlrm_dcnv2: unsupported device {}", ctx.device.str());
+  if (ctx.precision != "fp32")
+    return fmt::format("dlrm_dcnv2 supports fp32 only on the CPU, not {}", ctx.precision);
   return "";
 }
 
@@ -165,18 +204,57 @@ RunInfo DlrmWorkload::setup(const RunContext& ctx) {
   BH_CHECK_AS(InvalidArgument, eval_batch_size_ > 0 && evals_per_epoch_ >= 0 && max_epochs_ >= 1,
               "dlrm_dcnv2: need eval-batch-size > 0, evals-per-epoch >= 0, max-epochs >= 1");
 
+  // Table placement (Note [Table-wise sharding] in sharding.hpp): with one rank every table is
+  // local whatever the option says.
+  sharding_ = parse_sharding(o.has("embedding-sharding") ? o.get_string("embedding-sharding") : "replicated");
+  std::vector<int> owner;
+  std::vector<std::int64_t> owned;
+  if (sharding_ == Sharding::table && world > 1) {
+    BH_CHECK_AS(InvalidArgument, ctx.communicator != nullptr && ctx.communicator->size() == world,
+                "dlrm_dcnv2: table sharding over {} ranks needs the run's communicator", world);
+    owner = place_tables(config_.table_sizes, world);
+    owned = owned_features(owner, ctx.rank);
+    if (ctx.rank == 0) {
+      std::vector<std::int64_t> tables(static_cast<std::size_t>(world), 0), rows(tables);
+      for (std::size_t k = 0; k < owner.size(); ++k) ++tables[owner[k]], rows[owner[k]] += config_.table_sizes[k];
+      std::string per_rank;
+      for (int r = 0; r < world; ++r)
+        per_rank += fmt::format("{}rank {}: {} tables, {} rows", r ? "; " : "", r, tables[r], rows[r]);
+      fmt::print(stderr, "dlrm_dcnv2: embedding tables sharded table-wise over {} ranks ({})\n", world, per_rank);
+    }
+  }
+
   // Memory need, before anything big is allocated (Note [Sparse embedding gradients] explains
   // why table gradients count at full size).
   const bool training = ctx.mode != "infer";
-  const MemoryNeed need = memory_need(config_, std::max(local_batch_, eval_batch_size_), training);
-  const double avail = cpu_available_bytes();
-  if (avail > 0 && need.total() > avail)
+  const std::int64_t rows_per_step = std::max(local_batch_, eval_batch_size_);
+  const MemoryNeed need = memory_need(config_, rows_per_step, training, owned, rows_per_step * world);
+  const double avail = available_bytes(ctx.device);
+  if (avail > 0 && need.total() > avail) {
+    constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+    std::string way = "use smaller --dlrm_dcnv2.table-sizes (e.g. configs/dlrm_dcnv2/mini.conf)";
+    const auto largest = static_cast<std::size_t>(
+        std::max_element(config_.table_sizes.begin(), config_.table_sizes.end()) - config_.table_sizes.begin());
+    const double largest_need =
+        memory_need(config_, rows_per_step, training, {static_cast<std::int64_t>(largest)}, rows_per_step).total();
+    if (largest_need > avail)
+      way = fmt::format("--dlrm_dcnv2.embedding-sharding table cannot help on this device: table {} alone "
+                        "needs {:.2f} GiB (row-wise sharding of one table is not built); {}",
+                        largest, largest_need / gib, way);
+    else
+      for (int n = 2; n <= 4096; n *= 2)
+        if (sharded_need_per_rank(config_, rows_per_step, training, n) <= avail) {
+          way = fmt::format("shard the tables with --dlrm_dcnv2.embedding-sharding table over at least "
+                            "{} ranks ({:.2f} GiB on the busiest rank), or {}", n,
+                            sharded_need_per_rank(config_, rows_per_step, training, n) / gib, way);
+          break;
+        }
     throw OutOfMemory(
-        fmt::format("dlrm_dcnv2: this configuration needs {} but the cpu has {:.2f} GiB available "
-                    "(MemAvailable); the MLPerf tables need a machine with more memory, or use "
-                    "smaller --dlrm_dcnv2.table-sizes (e.g. configs/dlrm_dcnv2/mini.conf)",
-                    need.describe(), avail / (1024.0 * 1024.0 * 1024.0)),
+        fmt::format("dlrm_dcnv2: this configuration needs {}{} but {} has {:.2f} GiB available{}; {}",
+                    need.describe(), owned.empty() ? "" : fmt::format(" on rank {} (its {} of {} tables)", ctx.rank, owned.size(), config_.table_sizes.size()),
+                    ctx.device.str(), avail / gib, ctx.device.is_cpu() ? " (MemAvailable)" : "", way),
         static_cast<std::size_t>(need.total()), __FILE__, __LINE__);
+  }
 
   // Data.
   if (ctx.synthetic_data || (ctx.mode == "infer" && !o.has("data-dir"))) {
@@ -235,8 +313,11 @@ RunInfo DlrmWorkload::setup(const RunContext& ctx) {
                 "of {}", dir, train_->size(), global_batch_);
   }
 
-  model_ = std::make_unique<DlrmDcnV2>(config_);
-  model_->initialize(ctx.seed);
+  model_ = std::make_unique<DlrmDcnV2>(config_, owned);
+  model_->initialize(ctx.seed);  // on the CPU: the same weights on every device
+  model_->to(ctx.device);
+  if (!owner.empty())
+    exchange_ = std::make_unique<TableShardedEmbeddings>(*model_, *ctx.communicator, owner);
   optim::AdagradOptions ao;
   ao.epsilon = static_cast<float>(kAdagradEpsilon);
   optimizer_ = std::make_unique<optim::Adagrad>(model_->parameters(), ao);
@@ -275,19 +356,40 @@ void DlrmWorkload::prepare_batch() {
   if (!batch_ready_) read_train_batch();
 }
 
-StepResult DlrmWorkload::train_step() {
-  const criteo::Batch* b = &batch_;
-  if (!synthetic_.empty()) {
-    b = &synthetic_[steps_ % synthetic_.size()];
-  } else if (!batch_ready_) {
-    read_train_batch();
+const criteo::Batch& DlrmWorkload::next_batch() {
+  if (!synthetic_.empty()) return synthetic_[steps_ % synthetic_.size()];
+  if (!batch_ready_) read_train_batch();
+  return batch_;
+}
+
+Tensor DlrmWorkload::logits_for(const Tensor& dense, const std::vector<Tensor>& sparse,
+                                const std::vector<std::int64_t>& batch_sizes) {
+  if (exchange_) {
+    std::vector<Tensor> pooled = exchange_->forward(sparse, batch_sizes);
+    if (dense.size(0) == 0) return Tensor();  // this rank has no samples in this round
+    return model_->interact(dense.to(ctx_.device), pooled);
   }
+  return model_->forward(dense.to(ctx_.device), to_device(sparse, ctx_.device));
+}
+
+StepResult DlrmWorkload::train_step() {
+  const nn::Tf32Scope math(ctx_.precision == "tf32");
+  const criteo::Batch& b = next_batch();
+  const int world = std::max(1, ctx_.world_size);
   model_->train(true);
-  Tensor logits = model_->forward(b->dense, b->sparse);
-  const float loss = nn::bce_with_logits_forward(logits, b->labels);
+  Tensor logits = logits_for(b.dense, b.sparse, std::vector<std::int64_t>(static_cast<std::size_t>(world), local_batch_));
+  const Tensor labels = b.labels.to(ctx_.device);
+  const float loss = nn::bce_with_logits_forward(logits, labels);
   if (!std::isfinite(loss))
     BH_THROW(Diverged, "dlrm_dcnv2: training loss became {} at step {}", loss, steps_);
-  model_->backward(nn::bce_with_logits_backward(logits, b->labels));
+  if (exchange_) {
+    // Note [Table-wise sharding]: dlogits / world, so that the summed gradients are the
+    // global-batch mean for the dense layers and the tables alike.
+    exchange_->backward(model_->interact_backward(
+        nn::bce_with_logits_backward(logits, labels, 1.0f / static_cast<float>(world))));
+  } else {
+    model_->backward(nn::bce_with_logits_backward(logits, labels));
+  }
   reduce_gradients();
   optimizer_->step(learning_rate_);
   model_->zero_grad_fast();
@@ -302,80 +404,88 @@ void DlrmWorkload::reduce_gradients() {
   Communicator* comm = ctx_.communicator;
   if (comm == nullptr || comm->size() == 1) return;
   const int p = comm->size();
-  // Dense parameters: one flat allreduce (average).
+  const Device cd = comm->device(), md = ctx_.device;
+  // Dense parameters: one flat allreduce; the average of the ranks' means with replicated
+  // tables, the sum with sharded ones (their dlogits were scaled by 1 / world).
   auto dense = model_->dense_parameters();
-  std::int64_t n = 0;
-  for (auto* q : dense) n += q->grad.numel();
-  Tensor flat = Tensor::empty({n});
-  std::int64_t off = 0;
+  std::vector<Tensor> grads;
+  std::vector<std::int64_t> sizes;
   for (auto* q : dense) {
-    std::copy_n(q->grad.data<float>(), q->grad.numel(), flat.data<float>() + off);
-    off += q->grad.numel();
+    grads.push_back(q->grad.view({q->grad.numel()}));
+    sizes.push_back(q->grad.numel());
   }
-  comm->allreduce(flat, ReduceOp::avg).wait();
-  off = 0;
-  for (auto* q : dense) {
-    std::copy_n(flat.data<float>() + off, q->grad.numel(), q->grad.data<float>());
-    off += q->grad.numel();
-  }
-  // Tables: union of touched rows, then average those gradient rows.
+  Tensor flat = nn::concat(grads, 0).to(cd);
+  comm->allreduce(flat, exchange_ ? ReduceOp::sum : ReduceOp::avg).wait();
+  std::vector<Tensor> parts = nn::split(flat.to(md), sizes, 0);
+  for (std::size_t i = 0; i < dense.size(); ++i) grads[i].copy_(parts[i]);
+  if (exchange_) return;  // each table is updated by its one owner from the global batch
+  // Replicated tables: union of the touched rows, then the average of those gradient rows.
   for (auto* t : model_->tables()) {
     nn::Parameter& w = t->weight();
     const std::int64_t mine = w.sparse_rows.defined() ? w.sparse_rows.numel() : 0;
-    Tensor cnt_in = Tensor::from_vector_i64({mine}, {1});
-    Tensor counts = Tensor::empty({p}, DType::i64);
-    comm->allgather(cnt_in, counts).wait();
+    Tensor counts = Tensor::empty({p}, DType::i64, cd);
+    comm->allgather(Tensor::from_vector_i64({mine}, {1}).to(cd), counts).wait();
+    counts = counts.to(Device::cpu());
     std::int64_t max_count = 0;
     for (int r = 0; r < p; ++r) max_count = std::max(max_count, counts.data<std::int64_t>()[r]);
+    if (max_count == 0) continue;  // no rank touched this table
     Tensor rows_in = Tensor::full({max_count}, -1.0, DType::i64);
-    if (mine) std::copy_n(w.sparse_rows.data<std::int64_t>(), mine, rows_in.data<std::int64_t>());
-    Tensor all_rows = Tensor::empty({max_count * p}, DType::i64);
-    comm->allgather(rows_in, all_rows).wait();
+    if (mine) std::copy_n(w.sparse_rows.to(Device::cpu()).data<std::int64_t>(), mine, rows_in.data<std::int64_t>());
+    Tensor all_rows = Tensor::empty({max_count * p}, DType::i64, cd);
+    comm->allgather(rows_in.to(cd), all_rows).wait();
+    all_rows = all_rows.to(Device::cpu());
     std::vector<std::int64_t> u;
     for (std::int64_t i = 0; i < max_count * p; ++i)
       if (all_rows.data<std::int64_t>()[i] >= 0) u.push_back(all_rows.data<std::int64_t>()[i]);
     std::sort(u.begin(), u.end());
     u.erase(std::unique(u.begin(), u.end()), u.end());
-    const std::int64_t dim = t->dim(), nu = static_cast<std::int64_t>(u.size());
-    Tensor buf = Tensor::empty({nu, dim});
-    float* g = w.grad.data<float>();
-    for (std::int64_t i = 0; i < nu; ++i)  // untouched local rows are zero (the invariant)
-      std::copy_n(g + u[i] * dim, dim, buf.data<float>() + i * dim);
-    if (nu) comm->allreduce(buf, ReduceOp::avg).wait();
-    for (std::int64_t i = 0; i < nu; ++i) std::copy_n(buf.data<float>() + i * dim, dim, g + u[i] * dim);
+    const auto nu = static_cast<std::int64_t>(u.size());
+    const Tensor ids = Tensor::from_vector_i64(u, {nu}, md);
+    // Gather the union's rows (untouched local rows are zero: the invariant of Note [Sparse
+    // embedding gradients]), average them, and write them back over zeroed rows.
+    Tensor buf = nn::embedding_forward(ids, w.grad).to(cd);
+    comm->allreduce(buf, ReduceOp::avg).wait();
+    nn::zero_sparse_grad(w);
+    nn::embedding_backward(buf.to(md), ids, w.grad);
     w.sparse_rows = Tensor::from_vector_i64(u, {nu});
   }
 }
 
 EvalResult DlrmWorkload::evaluate() {
+  const nn::Tf32Scope math(ctx_.precision == "tf32");
   model_->train(false);
   metrics::AucAccumulator auc;
-  std::int64_t first = 0, count = 0;
-  if (validation_) {
-    const int p = std::max(1, ctx_.world_size);
-    first = chunk_offset(validation_->size(), p, ctx_.rank);
-    count = chunk_count(validation_->size(), p, ctx_.rank);
+  // Every rank's share of the evaluation set (chunk_count; the synthetic source evaluates one
+  // batch per rank), in rounds of at most eval-batch-size samples. With sharded tables every rank
+  // takes part in every round's all-to-alls, also once its own share is done.
+  const int p = std::max(1, ctx_.world_size);
+  std::vector<std::int64_t> share(static_cast<std::size_t>(p)), first(share.size(), 0);
+  for (int r = 0; r < p; ++r) {
+    share[r] = validation_ ? chunk_count(validation_->size(), p, r) : synthetic_[0].size();
+    if (validation_) first[r] = chunk_offset(validation_->size(), p, r);
   }
-  for (std::int64_t done = 0; done < count || (!validation_ && done == 0);) {
-    const criteo::Batch* b;
-    std::int64_t n;
-    if (validation_) {
-      n = std::min(eval_batch_size_, count - done);
-      if (eval_batch_.size() < n) eval_batch_ = criteo::make_batch(n, config_.hotness);
-      validation_->read_rows(first + done, n, eval_batch_);
-      b = &eval_batch_;
-    } else {
-      b = &synthetic_[0];
-      n = b->size();
-    }
+  const std::int64_t per_round = validation_ ? eval_batch_size_ : synthetic_[0].size();
+  const std::int64_t rounds = (*std::max_element(share.begin(), share.end()) + per_round - 1) / per_round;
+  const std::int64_t me = ctx_.rank;
+  if (validation_ && eval_batch_.size() < std::min(per_round, share[me]))
+    eval_batch_ = criteo::make_batch(std::min(per_round, share[me]), config_.hotness);
+  if (validation_ && eval_batch_.sparse.empty()) eval_batch_ = criteo::make_batch(1, config_.hotness);
+  for (std::int64_t round = 0; round < rounds; ++round) {
+    std::vector<std::int64_t> sizes(share.size());
+    for (std::size_t r = 0; r < share.size(); ++r)
+      sizes[r] = std::clamp<std::int64_t>(share[r] - round * per_round, 0, per_round);
+    const std::int64_t n = sizes[me];
+    if (n == 0 && !exchange_) break;
+    const criteo::Batch& b = validation_ ? eval_batch_ : synthetic_[0];
+    if (validation_ && n > 0) validation_->read_rows(first[me] + round * per_round, n, eval_batch_);
     std::vector<Tensor> sparse;
-    for (const auto& s : b->sparse) sparse.push_back(n == b->size() ? s : s.slice(0, 0, n));
-    Tensor dense = n == b->size() ? b->dense : b->dense.slice(0, 0, n);
-    Tensor probs = nn::sigmoid(model_->forward(dense, sparse));
+    for (const auto& s : b.sparse) sparse.push_back(n == b.size() ? s : s.slice(0, 0, n));
+    Tensor logits = logits_for(n == b.size() ? b.dense : b.dense.slice(0, 0, n), sparse, sizes);
+    if (n == 0) continue;
+    const Tensor probs = nn::sigmoid(logits).to(Device::cpu());
+    const Tensor labels = b.labels.slice(0, 0, n);
     auc.add(std::span<const float>(probs.data<float>(), n),
-            std::span<const float>(b->labels.data<float>(), n));
-    done += n;
-    if (!validation_) break;
+            std::span<const float>(labels.data<float>(), n));
   }
   const double value = auc.compute(ctx_.communicator);
   const std::int64_t samples = auc.total_size(ctx_.communicator);
@@ -387,19 +497,22 @@ EvalResult DlrmWorkload::evaluate() {
 }
 
 StepResult DlrmWorkload::infer_step() {
+  const nn::Tf32Scope math(ctx_.precision == "tf32");
   model_->train(false);
-  const criteo::Batch* b = &batch_;
-  if (!synthetic_.empty()) {
-    b = &synthetic_[steps_ % synthetic_.size()];
-  } else {
-    if (!batch_ready_) read_train_batch();
+  const criteo::Batch& b = next_batch();
+  if (synthetic_.empty()) {
     batch_ready_ = false;
     cursor_ += global_batch_;
   }
-  Tensor probs = nn::sigmoid(model_->forward(b->dense, b->sparse));
+  const int world = std::max(1, ctx_.world_size);
+  Tensor probs = nn::sigmoid(logits_for(b.dense, b.sparse, std::vector<std::int64_t>(static_cast<std::size_t>(world), local_batch_)));
   (void)probs;
   ++steps_;
   return {local_batch_, std::numeric_limits<double>::quiet_NaN()};
+}
+
+void DlrmWorkload::synchronize() {
+  if (ctx_.device.is_cuda()) benchhost::synchronize(ctx_.device);
 }
 
 Hyperparameters DlrmWorkload::hyperparameters() const {
@@ -419,6 +532,7 @@ Hyperparameters DlrmWorkload::hyperparameters() const {
 }
 
 void DlrmWorkload::teardown() {
+  exchange_.reset();
   optimizer_.reset();
   model_.reset();
   train_.reset();

@@ -10,11 +10,18 @@
 /// accumulator 0, no decay, no warm-up): the tables' update touches only the rows of the batch.
 ///
 /// Note [DLRM parallelism]
-/// Data parallel with replicated tables: each rank reads its slice of every global batch; the
-/// dense gradients are averaged with one allreduce; each table's touched rows are unioned across
-/// ranks (allgather of row ids) and their gradient rows averaged with one allreduce, so every
-/// replica applies the same sparse Adagrad update. Row-sharded (model-parallel, all-to-all) tables
-/// are not built: every rank must hold every table.
+/// Each rank reads its slice of every global batch, and the MLPs and cross layers are data
+/// parallel: their gradients are reduced with one flat allreduce. The tables are either
+///   - replicated (embedding-sharding = replicated, the default): each table's touched rows are
+///     unioned across ranks (allgather of row ids) and their gradient rows averaged with one
+///     allreduce, so every replica applies the same sparse Adagrad update; or
+///   - sharded table-wise (embedding-sharding = table): each table lives on one rank and is looked
+///     up and trained through all-to-alls (Note [Table-wise sharding] in sharding.hpp), so a rank
+///     holds only its share of the tables' memory.
+/// Row-wise sharding of a single table larger than one rank's memory is not built.
+///
+/// Devices: the model lives on ctx.device (cpu or cuda:N); batches are read on the CPU and copied
+/// to it each step; collectives move buffers on the communicator's device.
 
 #include <cstdint>
 #include <memory>
@@ -26,6 +33,7 @@
 #include "benchhost/workload.hpp"
 #include "criteo.hpp"
 #include "model.hpp"
+#include "sharding.hpp"
 
 namespace dlrm {
 
@@ -41,20 +49,29 @@ class DlrmWorkload : public benchhost::Workload {
   benchhost::EvalResult evaluate() override;
   benchhost::StepResult infer_step() override;
   benchhost::Hyperparameters hyperparameters() const override;
+  void synchronize() override;
   void teardown() override;
 
   // ---- for tests and tools ----
   DlrmDcnV2& model() { return *model_; }
   std::int64_t local_batch() const { return local_batch_; }
   double last_teacher_auc() const { return teacher_auc_; }  ///< 0 unless data was generated/found
+  Sharding sharding() const { return sharding_; }
 
  private:
   void read_train_batch();
+  const benchhost::criteo::Batch& next_batch();
+  /// Logits on ctx.device for this rank's rows (undefined when it has none in a sharded round);
+  /// batch_sizes: every rank's rows in this call (used with sharded tables).
+  benchhost::Tensor logits_for(const benchhost::Tensor& dense, const std::vector<benchhost::Tensor>& sparse,
+                               const std::vector<std::int64_t>& batch_sizes);
   void reduce_gradients();
 
   benchhost::RunContext ctx_;
   DlrmConfig config_;
   std::unique_ptr<DlrmDcnV2> model_;
+  Sharding sharding_ = Sharding::replicated;
+  std::unique_ptr<TableShardedEmbeddings> exchange_;  ///< set when tables are sharded over ranks
   std::unique_ptr<benchhost::optim::Optimizer> optimizer_;
   std::unique_ptr<benchhost::criteo::CriteoMultiHot> train_, validation_;
   std::vector<benchhost::criteo::Batch> synthetic_;  // synthetic source: a few fixed batches

@@ -14,10 +14,11 @@ namespace dlrm_test {
 using namespace benchhost;
 
 struct Group {
-  explicit Group(int n) : size(n), sync(n), slots(n) {}
+  explicit Group(int n) : size(n), sync(n), slots(n), counts(n) {}
   int size;
   std::barrier<> sync;
   std::vector<const Tensor*> slots;
+  std::vector<const std::vector<std::int64_t>*> counts;  // alltoall: each rank's send counts
 };
 
 class ThreadComm final : public Communicator {
@@ -60,6 +61,30 @@ class ThreadComm final : public Communicator {
     g_.sync.arrive_and_wait();
     return Work();
   }
+  /// Rank q's block for this rank sits after q's blocks for the lower ranks.
+  Work alltoall(const Tensor& in, Tensor& out, const std::vector<std::int64_t>& send_counts,
+                const std::vector<std::int64_t>& recv_counts) override {
+    g_.slots[rank_] = &in;
+    g_.counts[rank_] = &send_counts;
+    g_.sync.arrive_and_wait();
+    auto* dst = static_cast<char*>(out.raw_data());
+    const std::size_t es = out.element_size();
+    std::int64_t at = 0;
+    for (int q = 0; q < g_.size; ++q) {
+      const auto& theirs = *g_.counts[q];
+      std::int64_t from = 0;
+      for (int r = 0; r < rank_; ++r) from += theirs[r];
+      EXPECT_EQ(theirs[rank_], recv_counts[q]) << "rank " << q << " sends " << theirs[rank_]
+                                               << " to rank " << rank_ << " which expects " << recv_counts[q];
+      std::memcpy(dst + at * es, static_cast<const char*>(g_.slots[q]->raw_data()) + from * es,
+                  static_cast<std::size_t>(recv_counts[q]) * es);
+      at += recv_counts[q];
+    }
+    EXPECT_EQ(at, out.numel());
+    g_.sync.arrive_and_wait();
+    return Work();
+  }
+  using Communicator::alltoall;
   Work broadcast(Tensor&, int) override { BH_THROW(Unsupported, "not used by the dlrm tests"); }
   Work reduce_scatter(const Tensor&, Tensor&, ReduceOp) override {
     BH_THROW(Unsupported, "not used by the dlrm tests");

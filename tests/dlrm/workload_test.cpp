@@ -2,9 +2,12 @@
 // in mini_test.cpp): setup errors, memory refusal, hyperparameters, data-parallel free training.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <numeric>
 
 #include "benchhost/threading.hpp"
 #include <thread>
@@ -34,6 +37,11 @@ TEST(DlrmWorkload, MlperfTablesAreRefusedWithTheBytesNeeded) {
     EXPECT_NE(e.message().find("GiB"), std::string::npos) << e.message();
     EXPECT_NE(e.message().find("available"), std::string::npos) << e.message();
     EXPECT_GT(e.requested_bytes(), 3ull * 204184588ull * 128 * 4);  // tables x (w, grad, state)
+    // Either how many ranks table-wise sharding needs, or why it cannot help (the largest table
+    // alone exceeds this machine: 40M rows x 128 x 4 B x 3 = 57 GiB before activations).
+    EXPECT_NE(e.message().find("--dlrm_dcnv2.embedding-sharding table"), std::string::npos) << e.message();
+    if (e.message().find("cannot help") != std::string::npos)
+      EXPECT_NE(e.message().find("table 0 alone needs"), std::string::npos) << e.message();
   } catch (const DataError&) {
     // enough memory: refused on the missing data instead, which is fine too
   }
@@ -109,63 +117,112 @@ TEST(DlrmWorkload, DISABLED_Experiment) {
   }
 }
 
-// Note [DLRM parallelism]: two data-parallel ranks (threads over an in-process communicator),
-// each with half of every global batch, end with the same weights as one process with the whole
-// batch: dense gradients averaged, table rows unioned and averaged.
-TEST(DlrmWorkload, TwoRanksMatchOneProcess) {
+namespace {
+
+// Sum of |w| per parameter name after training, and the AUC evaluated afterwards, on one rank.
+struct RankOutcome {
+  std::map<std::string, double> sums;
+  double auc = 0;
+};
+
+RankOutcome train_and_evaluate(dlrm::DlrmWorkload& w, int steps, std::int64_t local_batch) {
+  w.begin_epoch(0);
+  for (int i = 0; i < steps; ++i) EXPECT_EQ(w.train_step().samples, local_batch);
+  RankOutcome out;
+  for (auto* p : w.model().parameters()) {
+    double a = 0;
+    for (float v : p->value.to_float_vector()) a += std::fabs(v);
+    out.sums[p->name] = a;
+  }
+  out.auc = w.evaluate().metric;
+  return out;
+}
+
+// `world` ranks as threads over an in-process communicator, each with its share of every global
+// batch; compared with one process taking the whole global batch. Every parameter a rank holds
+// must match the single process's (replicated tables: every table on every rank; sharded: each
+// table on its owner only, and every table on exactly one rank).
+void expect_ranks_match_one_process(int world, const std::string& sharding, std::int64_t global_batch) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / fmt::format("bh_dlrm_dp_{}", ::getpid());
+  const fs::path dir = fs::temp_directory_path() / fmt::format("bh_dlrm_dp_{}_{}_{}", ::getpid(), world, sharding);
   fs::remove_all(dir);
   const std::vector<std::pair<std::string, std::string>> over = {
       {"data-dir", dir.string()}, {"gen-rows-per-day", "2048"}, {"gen-eval-rows", "256"},
-      {"gen-days", "1"}, {"global-batch-size", "256"}, {"eval-batch-size", "128"}};
+      {"gen-days", "1"}, {"global-batch-size", std::to_string(global_batch)},
+      {"eval-batch-size", "40"}, {"embedding-sharding", sharding}};
   const int steps = 3;
-  auto sums = [](dlrm::DlrmWorkload& w) {
-    std::vector<double> s;
-    for (auto* p : w.model().parameters()) {
-      double a = 0;
-      for (float v : p->value.to_float_vector()) a += std::fabs(v);
-      s.push_back(a);
-    }
-    return s;
-  };
   set_num_threads(1);
-  dlrm::DlrmWorkload single;
+  RankOutcome want;
   {
-    RunContext ctx = dlrm_test::context_from_config("mini.conf", over);
-    single.setup(ctx);
-    single.begin_epoch(0);
-    for (int i = 0; i < steps; ++i) single.train_step();
+    dlrm::DlrmWorkload single;
+    single.setup(dlrm_test::context_from_config("mini.conf", over));
+    want = train_and_evaluate(single, steps, global_batch);
   }
-  const auto want = sums(single);
-  const double auc_single = single.evaluate().metric;
-
-  dlrm_test::Group g(2);
-  std::vector<std::vector<double>> got(2);
-  std::vector<double> auc(2);
+  dlrm_test::Group g(world);
+  std::vector<RankOutcome> got(static_cast<std::size_t>(world));
   std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r)
+  for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
       dlrm_test::ThreadComm comm(g, r);
       RunContext ctx = dlrm_test::context_from_config("mini.conf", over);
       ctx.rank = r;
-      ctx.world_size = 2;
+      ctx.world_size = world;
       ctx.communicator = &comm;
       dlrm::DlrmWorkload w;
       w.setup(ctx);
-      EXPECT_EQ(w.local_batch(), 128);
-      w.begin_epoch(0);
-      for (int i = 0; i < steps; ++i) EXPECT_EQ(w.train_step().samples, 128);
-      got[r] = sums(w);
-      auc[r] = w.evaluate().metric;
+      EXPECT_EQ(w.local_batch(), global_batch / world);
+      got[static_cast<std::size_t>(r)] = train_and_evaluate(w, steps, global_batch / world);
     });
   for (auto& t : threads) t.join();
-  ASSERT_EQ(got[0].size(), want.size());
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR(got[0][i], want[i], 1e-4 * want[i] + 1e-6) << "parameter " << i;
-    EXPECT_EQ(got[0][i], got[1][i]) << "replicas diverged at parameter " << i;
+  std::map<std::string, int> holders;
+  for (int r = 0; r < world; ++r)
+    for (const auto& [name, sum] : got[static_cast<std::size_t>(r)].sums) {
+      ASSERT_TRUE(want.sums.count(name)) << "rank " << r << " holds an unknown parameter " << name;
+      EXPECT_NEAR(sum, want.sums[name], 1e-4 * want.sums[name] + 1e-6) << name << " on rank " << r;
+      ++holders[name];
+    }
+  for (const auto& [name, sum] : want.sums) {
+    const bool table = name.rfind("emb.", 0) == 0;
+    EXPECT_EQ(holders[name], table && sharding == "table" ? 1 : world) << name;
   }
-  EXPECT_NEAR(auc[0], auc_single, 1e-4);
-  EXPECT_EQ(auc[0], auc[1]);
+  for (int r = 0; r < world; ++r) {
+    EXPECT_NEAR(got[static_cast<std::size_t>(r)].auc, want.auc, 1e-4) << "rank " << r;
+    EXPECT_EQ(got[static_cast<std::size_t>(r)].auc, got[0].auc) << "ranks disagree on the AUC";
+  }
   fs::remove_all(dir);
+}
+
+}  // namespace
+
+// Note [DLRM parallelism]: data-parallel ranks with replicated tables end with the same weights
+// as one process with the whole batch: dense gradients averaged, table rows unioned and averaged.
+TEST(DlrmWorkload, TwoRanksMatchOneProcess) { expect_ranks_match_one_process(2, "replicated", 256); }
+
+// Note [Table-wise sharding]: each table on one rank, looked up and trained through all-to-alls;
+// three ranks make the evaluation shares uneven (86/85/85 samples in rounds of 40, the last
+// round 6/5/5), so ranks take part in exchanges for each other's samples.
+TEST(DlrmWorkload, TableShardedRanksMatchOneProcess) {
+  expect_ranks_match_one_process(2, "table", 256);
+  expect_ranks_match_one_process(3, "table", 255);
+}
+
+TEST(DlrmSharding, PlacementBalancesRowsAndIsTheSameEverywhere) {
+  // Largest first onto the least-loaded rank (ties: the lower rank).
+  EXPECT_EQ(dlrm::place_tables({10, 9, 8, 1}, 2), (std::vector<int>{0, 1, 1, 0}));
+  EXPECT_EQ(dlrm::place_tables({5, 5, 5}, 3), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(dlrm::place_tables({5, 5, 5}, 1), (std::vector<int>{0, 0, 0}));
+  EXPECT_EQ(dlrm::owned_features({0, 1, 1, 0}, 1), (std::vector<std::int64_t>{1, 2}));
+  // The MLPerf tables over 8 ranks: every rank holds something, the busiest at most the largest
+  // table plus an even share of the rest.
+  const auto sizes = criteo::mlperf_table_sizes();
+  const std::vector<std::int64_t> v(sizes.begin(), sizes.end());
+  const auto owner = dlrm::place_tables(v, 8);
+  std::vector<std::int64_t> load(8, 0);
+  for (std::size_t k = 0; k < v.size(); ++k) load[owner[k]] += v[k];
+  const std::int64_t total = std::accumulate(v.begin(), v.end(), std::int64_t{0});
+  for (auto l : load) {
+    EXPECT_GT(l, 0);
+    EXPECT_LE(l, *std::max_element(v.begin(), v.end()) + total / 8);
+  }
+  EXPECT_THROW(dlrm::parse_sharding("rows"), InvalidArgument);
 }

@@ -12,7 +12,7 @@ mkdir -p "$out"
 . tools/device/env.sh || exit 2
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv; nvidia-smi -L; } > "$out/device.txt" 2>&1
 status=0
-default_tests="test_cuda test_nn_ops test_nn_optim test_comm=*Nccl* test_resnet50=*Cuda* test_gpt3=*Cuda* test_bert=*Cuda*"
+default_tests="test_cuda test_nn_ops test_nn_optim test_comm=*Nccl* test_resnet50=*Cuda* test_gpt3=*Cuda* test_bert=*Cuda* test_dlrm=*Cuda*"
 for entry in ${TESTS:-$default_tests}; do
   t=${entry%%=*}
   filter=${GTEST_FILTER:-}

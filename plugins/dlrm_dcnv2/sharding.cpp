@@ -1,0 +1,202 @@
+// Table-wise sharded embeddings: placement and the three all-to-alls of Note [Table-wise
+// sharding] (sharding.hpp).
+#include "sharding.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "benchhost/error.hpp"
+
+namespace dlrm {
+
+using namespace benchhost;
+
+Sharding parse_sharding(const std::string& name) {
+  if (name == "replicated") return Sharding::replicated;
+  if (name == "table") return Sharding::table;
+  BH_THROW(InvalidArgument,
+           "--dlrm_dcnv2.embedding-sharding: unknown value '{}' (choices: replicated = every rank "
+           "holds every table, table = each table on one rank, exchanged by all-to-all)", name);
+}
+
+const char* sharding_name(Sharding s) noexcept {
+  return s == Sharding::table ? "table" : "replicated";
+}
+
+std::vector<int> place_tables(const std::vector<std::int64_t>& table_sizes, int world) {
+  BH_CHECK_AS(InvalidArgument, world >= 1, "place_tables: world size {} < 1", world);
+  std::vector<std::size_t> order(table_sizes.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return table_sizes[a] > table_sizes[b]; });
+  std::vector<std::int64_t> load(static_cast<std::size_t>(world), 0);
+  std::vector<int> owner(table_sizes.size(), 0);
+  for (std::size_t k : order) {
+    const auto r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    owner[k] = r;
+    load[static_cast<std::size_t>(r)] += table_sizes[k];
+  }
+  return owner;
+}
+
+std::vector<std::int64_t> owned_features(const std::vector<int>& owner, int rank) {
+  std::vector<std::int64_t> out;
+  for (std::size_t k = 0; k < owner.size(); ++k)
+    if (owner[k] == rank) out.push_back(static_cast<std::int64_t>(k));
+  return out;
+}
+
+namespace {
+
+// Copies `n` elements between flat (1-D) tensors at element offsets, across devices if need be.
+void copy_flat(Tensor& dst, std::int64_t dst_off, const Tensor& src, std::int64_t src_off, std::int64_t n) {
+  if (n == 0) return;
+  dst.slice(0, dst_off, dst_off + n).copy_(src.slice(0, src_off, src_off + n));
+}
+
+Tensor flat(const Tensor& t) { return t.is_contiguous() ? t.view({t.numel()}) : t.contiguous().view({t.numel()}); }
+
+// Rows before rank q's samples in the assembled global batch.
+std::vector<std::int64_t> row_offsets(const std::vector<std::int64_t>& batch_sizes) {
+  std::vector<std::int64_t> off(batch_sizes.size() + 1, 0);
+  std::partial_sum(batch_sizes.begin(), batch_sizes.end(), off.begin() + 1);
+  return off;
+}
+
+std::int64_t sum(const std::vector<std::int64_t>& v) { return std::accumulate(v.begin(), v.end(), std::int64_t{0}); }
+
+}  // namespace
+
+TableShardedEmbeddings::TableShardedEmbeddings(DlrmDcnV2& model, Communicator& comm,
+                                               std::vector<int> owner)
+    : model_(model), comm_(comm), owner_(std::move(owner)) {
+  const auto features = static_cast<std::size_t>(model_.config().table_sizes.size());
+  BH_CHECK_AS(InvalidArgument, owner_.size() == features,
+              "dlrm_dcnv2: a placement of {} tables for a model of {}", owner_.size(), features);
+  for (int r = 0; r < comm_.size(); ++r) owned_by_.push_back(owned_features(owner_, r));
+  BH_CHECK_AS(InvalidArgument, owned_by_[static_cast<std::size_t>(comm_.rank())] == model_.owned_features(),
+              "dlrm_dcnv2: rank {} holds other tables than the placement gives it", comm_.rank());
+}
+
+std::vector<Tensor> TableShardedEmbeddings::forward(const std::vector<Tensor>& sparse,
+                                                    const std::vector<std::int64_t>& batch_sizes) {
+  const int world = comm_.size(), me = comm_.rank();
+  const DlrmConfig& c = model_.config();
+  const std::size_t features = owner_.size();
+  BH_CHECK_AS(InvalidArgument, sparse.size() == features && batch_sizes.size() == static_cast<std::size_t>(world),
+              "dlrm_dcnv2: sharded embeddings need {} bags and {} batch sizes, got {} and {}",
+              features, world, sparse.size(), batch_sizes.size());
+  const DType id_type = sparse[0].dtype();
+  for (std::size_t k = 0; k < features; ++k)
+    BH_CHECK_AS(InvalidArgument,
+                sparse[k].dtype() == id_type && sparse[k].dim() == 2 &&
+                    sparse[k].size(0) == batch_sizes[static_cast<std::size_t>(me)] &&
+                    sparse[k].size(1) == c.hotness[k],
+                "dlrm_dcnv2: feature {} bags must be [{}, {}] like the others' id type, got {}", k,
+                batch_sizes[static_cast<std::size_t>(me)], c.hotness[k], sparse[k].describe());
+  batch_sizes_ = batch_sizes;
+  const std::int64_t mine = batch_sizes[static_cast<std::size_t>(me)];
+  const std::vector<std::int64_t> rows = row_offsets(batch_sizes);
+  const std::int64_t global = rows.back();
+  const Device cd = comm_.device(), md = model_.dense_parameters().front()->value.device();
+  const auto& mine_owned = owned_by_[static_cast<std::size_t>(me)];
+
+  // 1. ids to their tables' owners.
+  std::vector<std::int64_t> send_n(static_cast<std::size_t>(world), 0), recv_n(send_n);
+  for (int r = 0; r < world; ++r) {
+    for (std::int64_t k : owned_by_[static_cast<std::size_t>(r)]) send_n[r] += mine * c.hotness[k];
+    for (std::int64_t k : mine_owned) recv_n[r] += batch_sizes[r] * c.hotness[k];
+  }
+  Tensor send = Tensor::empty({sum(send_n)}, id_type, cd), recv = Tensor::empty({sum(recv_n)}, id_type, cd);
+  std::int64_t pos = 0;
+  for (int r = 0; r < world; ++r)
+    for (std::int64_t k : owned_by_[static_cast<std::size_t>(r)]) {
+      copy_flat(send, pos, flat(sparse[k]), 0, mine * c.hotness[k]);
+      pos += mine * c.hotness[k];
+    }
+  comm_.alltoall(send, recv, send_n, recv_n).wait();
+
+  // 2. pool the owned tables over the global batch.
+  std::vector<Tensor> pooled(features);
+  {
+    std::vector<Tensor> ids(features);
+    for (std::int64_t k : mine_owned) ids[k] = Tensor::empty({global * c.hotness[k]}, id_type, md);
+    pos = 0;
+    for (int q = 0; q < world; ++q)
+      for (std::int64_t k : mine_owned) {
+        const std::int64_t n = batch_sizes[q] * c.hotness[k];
+        copy_flat(ids[k], rows[q] * c.hotness[k], recv, pos, n);
+        pos += n;
+      }
+    for (std::int64_t k : mine_owned) pooled[k] = model_.table(k)->forward(ids[k].view({global, c.hotness[k]}));
+  }
+
+  // 3. each rank's rows back to it.
+  const std::int64_t dim = c.embedding_dim;
+  for (int r = 0; r < world; ++r) {
+    send_n[r] = batch_sizes[r] * dim * static_cast<std::int64_t>(mine_owned.size());
+    recv_n[r] = mine * dim * static_cast<std::int64_t>(owned_by_[static_cast<std::size_t>(r)].size());
+  }
+  send = Tensor::empty({sum(send_n)}, DType::f32, cd);
+  recv = Tensor::empty({sum(recv_n)}, DType::f32, cd);
+  pos = 0;
+  for (int q = 0; q < world; ++q)
+    for (std::int64_t k : mine_owned) {
+      copy_flat(send, pos, flat(pooled[k]), rows[q] * dim, batch_sizes[q] * dim);
+      pos += batch_sizes[q] * dim;
+    }
+  comm_.alltoall(send, recv, send_n, recv_n).wait();
+  recv = recv.to(md);
+  std::vector<Tensor> out(features);
+  pos = 0;
+  for (int r = 0; r < world; ++r)
+    for (std::int64_t k : owned_by_[static_cast<std::size_t>(r)]) {
+      out[k] = recv.slice(0, pos, pos + mine * dim).view({mine, dim});
+      pos += mine * dim;
+    }
+  return out;
+}
+
+void TableShardedEmbeddings::backward(const std::vector<Tensor>& dpooled) {
+  const int world = comm_.size(), me = comm_.rank();
+  BH_CHECK_AS(InvalidArgument, !batch_sizes_.empty() && dpooled.size() == owner_.size(),
+              "dlrm_dcnv2: sharded embeddings backward needs a forward first and {} gradients, got {}",
+              owner_.size(), dpooled.size());
+  const std::int64_t dim = model_.config().embedding_dim;
+  const std::int64_t mine = batch_sizes_[static_cast<std::size_t>(me)];
+  const std::vector<std::int64_t> rows = row_offsets(batch_sizes_);
+  const Device cd = comm_.device(), md = model_.dense_parameters().front()->value.device();
+  const auto& mine_owned = owned_by_[static_cast<std::size_t>(me)];
+
+  // 4. the reverse of step 3: every pooled gradient to its table's owner.
+  std::vector<std::int64_t> send_n(static_cast<std::size_t>(world)), recv_n(send_n);
+  for (int r = 0; r < world; ++r) {
+    send_n[r] = mine * dim * static_cast<std::int64_t>(owned_by_[static_cast<std::size_t>(r)].size());
+    recv_n[r] = batch_sizes_[r] * dim * static_cast<std::int64_t>(mine_owned.size());
+  }
+  Tensor send = Tensor::empty({sum(send_n)}, DType::f32, cd), recv = Tensor::empty({sum(recv_n)}, DType::f32, cd);
+  std::int64_t pos = 0;
+  for (int r = 0; r < world; ++r)
+    for (std::int64_t k : owned_by_[static_cast<std::size_t>(r)]) {
+      BH_CHECK_AS(InvalidArgument, dpooled[k].numel() == mine * dim,
+                  "dlrm_dcnv2: gradient of feature {} has {} elements, expected [{}, {}]", k,
+                  dpooled[k].numel(), mine, dim);
+      copy_flat(send, pos, flat(dpooled[k]), 0, mine * dim);
+      pos += mine * dim;
+    }
+  comm_.alltoall(send, recv, send_n, recv_n).wait();
+  const std::int64_t global = rows.back();
+  std::vector<Tensor> grads(owner_.size());
+  for (std::int64_t k : mine_owned) grads[k] = Tensor::empty({global * dim}, DType::f32, md);
+  pos = 0;
+  for (int q = 0; q < world; ++q)
+    for (std::int64_t k : mine_owned) {
+      copy_flat(grads[k], rows[q] * dim, recv, pos, batch_sizes_[q] * dim);
+      pos += batch_sizes_[q] * dim;
+    }
+  for (std::int64_t k : mine_owned) model_.table(k)->backward(grads[k].view({global, dim}));
+}
+
+}  // namespace dlrm
