@@ -13,6 +13,10 @@
 #   bert-large seq 128 (mlperf.conf with bert.seq-len 128), batch LM_BATCH, synthetic: ours fp32
 #   and tf32 vs tools/peers/bert_peer.py (the same model and LAMB) fp32, tf32 and AMP bf16.
 #   The peers' shapes are read from the same config files (conf below).
+#   dlrm_dcnv2, the MLPerf model shape (configs/dlrm_dcnv2/mlperf.conf) at batch DLRM_BATCH (65536)
+#   with every table capped at DLRM_ROWS rows (4M: 28.2M rows, 14.4 GB of weights, so weights,
+#   gradient buffers and Adagrad state fit one 80 GB GPU), synthetic: ours fp32 and tf32 vs
+#   tools/peers/dlrm_peer.py (the same model and Adagrad) fp32 and AMP bf16.
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
@@ -88,4 +92,14 @@ bert_json=$(printf '{"layers":%s,"hidden":%s,"heads":%s,"ffn":%s,"vocab":%s,"max
 ours bert_large_s128_benchhost_fp32 --plugin bert --config mlperf -b "$lm_batch" --bert.seq-len 128 --precision fp32
 ours bert_large_s128_benchhost_tf32 --plugin bert --config mlperf -b "$lm_batch" --bert.seq-len 128 --precision tf32
 lm_peer bert_large_s128 tools/peers/bert_peer.py "$bert_json"
+dc=configs/dlrm_dcnv2/mlperf.conf
+dl_batch=${DLRM_BATCH:-65536}
+dl_tables=$(conf $dc dlrm_dcnv2.table-sizes | tr ',' '\n' | awk -v cap="${DLRM_ROWS:-4000000}" '{printf "%s%d", (NR > 1 ? "," : ""), ($1 < cap ? $1 : cap)}')
+dl_hot=$(conf $dc dlrm_dcnv2.multi-hot-sizes)
+ours dlrm_dcnv2_benchhost_fp32 --plugin dlrm_dcnv2 --config mlperf -b "$dl_batch" --dlrm_dcnv2.table-sizes "$dl_tables" --precision fp32
+ours dlrm_dcnv2_benchhost_tf32 --plugin dlrm_dcnv2 --config mlperf -b "$dl_batch" --dlrm_dcnv2.table-sizes "$dl_tables" --precision tf32
+for amp in none bf16; do
+  peer "dlrm_dcnv2_pytorch_amp_$amp" tools/peers/dlrm_peer.py bench --device "$dev" --amp "$amp" --table-sizes "$dl_tables" \
+    --multi-hot-sizes "$dl_hot" --batch "$dl_batch" --steps "$iters" --warmup 3 --threads "$(nproc)"
+done
 cat "$out/device.txt" "$out/summary.txt"
