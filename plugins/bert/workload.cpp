@@ -121,12 +121,14 @@ std::string resolve_corpus(const std::string& c) {
 // never see half-written files).
 text::BertPrepared ensure_bert_data(const std::string& data_dir, const std::string& corpus, const lm::OptionTable& t,
                                     const Options& o) {
-  // The options the folder was built with, so that a folder built with other options is never
-  // silently reused for a config that asks for different data.
+  // The options the folder was built with, and the version of the sample builder, so that a
+  // folder built with other options or by an older builder is never silently reused for a config
+  // that asks for different data.
   const std::string recipe = corpus.empty() ? std::string()
-      : fmt::format("bert corpus={} vocab={} seq_len={} max_predictions={} dupe_factor={}\n", corpus,
+      : fmt::format("bert corpus={} vocab={} seq_len={} max_predictions={} dupe_factor={} builder={}\n", corpus,
                     t.get_int(o, "build-vocab-size"), t.get_int(o, "build-seq-len"),
-                    t.get_int(o, "build-max-predictions"), t.get_int(o, "build-dupe-factor"));
+                    t.get_int(o, "build-max-predictions"), t.get_int(o, "build-dupe-factor"),
+                    text::kBertSampleBuilderVersion);
   auto found = text::find_bert_data(data_dir);
   if (!found.train_files.empty()) {
     std::ifstream in(data_dir + "/benchhost-recipe.txt");
@@ -224,10 +226,12 @@ RunInfo BertWorkload::setup(const RunContext& ctx) {
     const MaskedLmBaselines b = masked_lm_baselines(train_, eval_, eval_limit_, s.vocab);
     majority_baseline_ = b.majority;
     bigram_baseline_ = b.left_bigram;
-    fmt::print(stderr, "bert: {} training / {} eval samples ({} evaluated), vocabulary {}, seq_len {}; masked-LM "
-               "accuracy of always predicting '{}': {:.4f}, of the left neighbour's most frequent successor: {:.4f}; "
-               "target {:.4f}\n", train_.count, eval_.count, eval_limit_, s.vocab, s.seq_len, vocab.token(b.top_token),
-               majority_baseline_, bigram_baseline_, target_);
+    fmt::print(stderr, "bert: {} training / {} eval samples ({} evaluated), vocabulary {}, seq_len {}; "
+               "next-sentence labels {:.1f}% / {:.1f}% IsNext; masked-LM accuracy of always predicting '{}': {:.4f}, of "
+               "the left neighbour's most frequent successor: {:.4f}; target {:.4f}\n", train_.count, eval_.count,
+               eval_limit_, s.vocab, s.seq_len, 100.0 * text::nsp_split(train_).is_next_fraction(),
+               100.0 * text::nsp_split(eval_).is_next_fraction(), vocab.token(b.top_token), majority_baseline_,
+               bigram_baseline_, target_);
   }
 
   model_ = std::make_unique<BertModel>(cfg_, ctx.seed);
@@ -297,6 +301,8 @@ StepResult BertWorkload::train_step() {
   cursor_ += used;
   model_->train(true);
   const BertOutput out = model_->forward(b, static_cast<std::uint64_t>(step_));
+  train_nsp_correct_ += out.nsp_correct;
+  train_nsp_count_ += out.nsp_count;
   model_->backward();
   if (clip_norm_ > 0) optim::clip_grad_norm(optimizer_->parameters(), clip_norm_);
   optimizer_->step(*schedule_);
@@ -308,16 +314,27 @@ StepResult BertWorkload::train_step() {
 EvalResult BertWorkload::evaluate() {
   const nn::Tf32Scope math(ctx_.precision == "tf32");
   model_->train(false);
-  std::int64_t correct = 0, count = 0;
+  std::int64_t correct = 0, count = 0, nsp_correct = 0, nsp_count = 0;
   for (std::int64_t first = 0; first < eval_limit_; first += eval_batch_) {
     const std::int64_t n = std::min(eval_batch_, eval_limit_ - first);
     const BertBatch b = batch_to(make_batch(eval_, eval_order_, first, n, n, false, 1, nullptr), ctx_.device);
     const BertOutput out = model_->forward(b, 0);
     correct += out.mlm_correct;
     count += out.mlm_count;
+    nsp_correct += out.nsp_correct;
+    nsp_count += out.nsp_count;
   }
   model_->train(true);
-  return {count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0, eval_limit_};
+  const double mlm_accuracy = count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0;
+  nsp_accuracy_ = nsp_count ? static_cast<double>(nsp_correct) / static_cast<double>(nsp_count) : 0.0;
+  // MLPerf scores the masked LM only; the NSP accuracy shows whether that head learns (against
+  // the label split printed at setup), on the evaluated samples and on the training batches
+  // since the previous evaluation.
+  fmt::print(stderr, "bert: evaluation after {} steps: masked-LM accuracy {:.4f}, next-sentence accuracy {:.4f} "
+             "(training batches since the last evaluation: {:.4f})\n", step_, mlm_accuracy, nsp_accuracy_,
+             train_nsp_count_ ? static_cast<double>(train_nsp_correct_) / static_cast<double>(train_nsp_count_) : 0.0);
+  train_nsp_correct_ = train_nsp_count_ = 0;
+  return {mlm_accuracy, eval_limit_};
 }
 
 StepResult BertWorkload::infer_step() {

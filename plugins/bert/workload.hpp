@@ -38,6 +38,8 @@ class BertWorkload : public Workload {
   /// The left-neighbour bigram predictor's accuracy on the same samples (masked_lm_baselines).
   double bigram_baseline() const { return bigram_baseline_; }
   double metric_target() const { return target_; }
+  /// Next-sentence-prediction accuracy of the last evaluate() on the evaluated samples.
+  double nsp_accuracy() const { return nsp_accuracy_; }
   /// MLPerf's evaluation interval for a global batch: FLOOR(0.05*(230.23*GBS+3e6), 25000).
   static std::int64_t mlperf_eval_interval(std::int64_t global_batch);
 
@@ -51,9 +53,10 @@ class BertWorkload : public Workload {
   std::vector<std::int64_t> order_, eval_order_;
   std::int64_t batch_ = 0, eval_batch_ = 0, cursor_ = 0, step_ = 0, max_per_row_ = 3;
   std::int64_t eval_limit_ = 0;
+  std::int64_t train_nsp_correct_ = 0, train_nsp_count_ = 0;  ///< since the last evaluate()
   bool packing_ = false;
   float clip_norm_ = 0;
-  double target_ = 0.72, majority_baseline_ = 0, bigram_baseline_ = 0;
+  double target_ = 0.72, majority_baseline_ = 0, bigram_baseline_ = 0, nsp_accuracy_ = 0;
   Hyperparameters hyper_;
 };
 
