@@ -46,12 +46,11 @@ std::string MemoryNeed::describe() const {
 }
 
 MemoryNeed memory_need(const DlrmConfig& c, std::int64_t batch, bool training,
-                       const std::vector<std::int64_t>& owned, std::int64_t global_batch) {
+                       const std::vector<std::int64_t>& rows_held, std::int64_t global_batch) {
   MemoryNeed m;
-  double rows = 0;
-  if (owned.empty())
-    for (auto r : c.table_sizes) rows += static_cast<double>(r);
-  for (auto k : owned) rows += static_cast<double>(c.table_sizes.at(static_cast<std::size_t>(k)));
+  const std::vector<std::int64_t>& held = rows_held.empty() ? c.table_sizes : rows_held;
+  double rows = 0, tables_here = 0;
+  for (auto r : held) rows += static_cast<double>(r), tables_here += r > 0 ? 1.0 : 0.0;
   m.table_bytes = rows * static_cast<double>(c.embedding_dim) * 4.0;
   // Parameter::grad is allocated with the table's shape, and Adagrad keeps one accumulator per
   // weight (Note [Sparse embedding gradients]).
@@ -68,9 +67,9 @@ MemoryNeed memory_need(const DlrmConfig& c, std::int64_t batch, bool training,
   for (auto o : c.top_mlp) dense += double(in * o + o), act += 2.0 * double(o), in = o;
   m.dense_bytes = dense * 4.0 * 3.0;  // weights, grads, accumulators
   m.activation_bytes = act * 4.0 * double(batch) * (training ? 2.0 : 1.0);
-  if (!owned.empty())  // the owned tables' pooled rows (and gradients) for the whole global batch
-    m.activation_bytes += double(owned.size()) * double(c.embedding_dim) * 4.0 *
-                          double(std::max(global_batch, batch)) * (training ? 2.0 : 1.0);
+  if (global_batch > batch)  // sharded: the held tables pool (and take gradients) for the global batch
+    m.activation_bytes += tables_here * double(c.embedding_dim) * 4.0 * double(global_batch) *
+                          (training ? 2.0 : 1.0);
   return m;
 }
 
@@ -152,12 +151,22 @@ Tensor Mlp::backward(const Tensor& dy) {
 
 // ---- DlrmDcnV2 ----
 
-DlrmDcnV2::DlrmDcnV2(const DlrmConfig& config, std::vector<std::int64_t> owned)
-    : config_(config), owned_(std::move(owned)) {
+DlrmDcnV2::DlrmDcnV2(const DlrmConfig& config, std::vector<std::int64_t> owned, std::vector<RowRange> rows)
+    : config_(config), owned_(std::move(owned)), rows_(std::move(rows)) {
   config_.validate();
   const auto features = static_cast<std::int64_t>(config_.table_sizes.size());
+  if (rows_.empty())
+    for (std::int64_t k = 0; k < features; ++k) rows_.push_back({0, config_.table_sizes[k]});
+  BH_CHECK_AS(InvalidArgument, static_cast<std::int64_t>(rows_.size()) == features,
+              "dlrm_dcnv2: {} row ranges for {} tables", rows_.size(), features);
+  for (std::int64_t k = 0; k < features; ++k)
+    BH_CHECK_AS(InvalidArgument, 0 <= rows_[k].begin && rows_[k].begin <= rows_[k].end &&
+                                     rows_[k].end <= config_.table_sizes[k],
+                "dlrm_dcnv2: rows [{}, {}) of table {} are outside its {} rows", rows_[k].begin,
+                rows_[k].end, k, config_.table_sizes[k]);
   if (owned_.empty())
-    for (std::int64_t k = 0; k < features; ++k) owned_.push_back(k);
+    for (std::int64_t k = 0; k < features; ++k)
+      if (rows_[k].size() > 0) owned_.push_back(k);
   for (std::size_t i = 0; i < owned_.size(); ++i)
     BH_CHECK_AS(InvalidArgument, owned_[i] >= 0 && owned_[i] < features && (i == 0 || owned_[i - 1] < owned_[i]),
                 "dlrm_dcnv2: the tables held here must be ascending feature ids in [0, {}), got {} at "
@@ -168,7 +177,7 @@ DlrmDcnV2::DlrmDcnV2(const DlrmConfig& config, std::vector<std::int64_t> owned)
   by_feature_.assign(static_cast<std::size_t>(features), nullptr);
   for (std::int64_t k : owned_) {
     tables_.push_back(&emb.register_module(
-        std::to_string(k), std::make_unique<nn::EmbeddingBag>(config_.table_sizes[k],
+        std::to_string(k), std::make_unique<nn::EmbeddingBag>(rows_[k].size(),
                                                               config_.embedding_dim,
                                                               config_.pooling, /*sparse_grad=*/true)));
     by_feature_[k] = tables_.back();
@@ -200,10 +209,11 @@ void DlrmDcnV2::initialize(std::uint64_t seed) {
     nn::init::xavier_normal_(cross_->up(l).weight().value, ru);
     nn::init::zeros_(cross_->up(l).bias()->value);
   }
-  for (auto* t : tables_) {
-    const float bound = std::sqrt(1.0f / static_cast<float>(t->num_rows()));
+  for (std::int64_t k : owned_) {  // bound and values from the whole table, whatever rows are here
+    nn::EmbeddingBag* t = by_feature_[k];
+    const float bound = std::sqrt(1.0f / static_cast<float>(config_.table_sizes[k]));
     Rng r = nn::init::rng_for(seed, t->weight().name);
-    nn::init::uniform_(t->weight().value, r, -bound, bound);
+    nn::init::uniform_slice_(t->weight().value, r, -bound, bound, rows_[k].begin * config_.embedding_dim);
   }
 }
 

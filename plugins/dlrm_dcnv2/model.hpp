@@ -67,10 +67,11 @@ struct MemoryNeed {
   }
   std::string describe() const;  ///< "412.3 GiB (tables 97.4 GiB + grads 97.4 GiB + ...)"
 };
-/// `owned`: the tables this process holds (empty = all); `global_batch`: the samples an owned
-/// table pools per step (the whole global batch when tables are sharded, else `batch`).
+/// `rows_held`: per feature, the rows of its table this process holds (empty = every row of
+/// every table; sharding.hpp); `global_batch`: the samples a held table pools per step when
+/// tables are sharded (the whole global batch; 0 = `batch`).
 MemoryNeed memory_need(const DlrmConfig& c, std::int64_t batch, bool training,
-                       const std::vector<std::int64_t>& owned = {}, std::int64_t global_batch = 0);
+                       const std::vector<std::int64_t>& rows_held = {}, std::int64_t global_batch = 0);
 
 /// Multiply-accumulates per sample of the forward pass (training ~ 3x); embeddings count as adds.
 double forward_flops_per_sample(const DlrmConfig& c);
@@ -103,13 +104,22 @@ class Mlp : public benchhost::nn::Module {
   std::vector<benchhost::nn::Linear*> layers_;
 };
 
+/// The rows [begin, end) of one table that a process holds (Note [Row-wise sharding]).
+struct RowRange {
+  std::int64_t begin = 0, end = 0;
+  std::int64_t size() const { return end - begin; }
+};
+
 class DlrmDcnV2 : public benchhost::nn::Module {
  public:
   /// `owned`: the features whose tables this process holds, ascending (Note [Table-wise
   /// sharding] in sharding.hpp); empty = every table (one process, or replicated tables).
-  explicit DlrmDcnV2(const DlrmConfig& config, std::vector<std::int64_t> owned = {});
-  /// Re-initialise every parameter as the reference does (see the file comment). A table gets
-  /// the same values whichever process holds it.
+  /// `rows`: per feature, the rows of its table held here (Note [Row-wise sharding]); empty =
+  /// every row. A feature with an empty range gets no table here.
+  explicit DlrmDcnV2(const DlrmConfig& config, std::vector<std::int64_t> owned = {},
+                     std::vector<RowRange> rows = {});
+  /// Re-initialise every parameter as the reference does (see the file comment). A table, or a
+  /// range of its rows, gets the same values whichever process holds it.
   void initialize(std::uint64_t seed);
 
   /// logits [B] from dense f32 [B, 13] and 26 bags (i32/i64 [B, hotness_k]); every table local.
@@ -135,12 +145,15 @@ class DlrmDcnV2 : public benchhost::nn::Module {
   /// Feature k's table, or nullptr when another process holds it.
   benchhost::nn::EmbeddingBag* table(std::int64_t k) const { return by_feature_.at(k); }
   const std::vector<std::int64_t>& owned_features() const { return owned_; }
+  /// The rows of feature k's table held here.
+  RowRange rows_held(std::int64_t k) const { return rows_.at(static_cast<std::size_t>(k)); }
   /// Every parameter except the tables.
   std::vector<benchhost::nn::Parameter*> dense_parameters();
 
  private:
   DlrmConfig config_;
   std::vector<std::int64_t> owned_;
+  std::vector<RowRange> rows_;  // per feature
   Mlp* bottom_ = nullptr;
   std::vector<benchhost::nn::EmbeddingBag*> tables_, by_feature_;
   CrossNet* cross_ = nullptr;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "benchhost/error.hpp"
+#include "benchhost/nn/ops.hpp"
 
 namespace dlrm {
 
@@ -16,13 +17,28 @@ using namespace benchhost;
 Sharding parse_sharding(const std::string& name) {
   if (name == "replicated") return Sharding::replicated;
   if (name == "table") return Sharding::table;
+  if (name == "row") return Sharding::row;
   BH_THROW(InvalidArgument,
            "--dlrm_dcnv2.embedding-sharding: unknown value '{}' (choices: replicated = every rank "
-           "holds every table, table = each table on one rank, exchanged by all-to-all)", name);
+           "holds every table, table = each table on one rank, row = every table split by rows "
+           "over all ranks; both exchanged by all-to-all)", name);
 }
 
 const char* sharding_name(Sharding s) noexcept {
-  return s == Sharding::table ? "table" : "replicated";
+  switch (s) {
+    case Sharding::table: return "table";
+    case Sharding::row: return "row";
+    default: return "replicated";
+  }
+}
+
+std::vector<RowRange> row_ranges(const std::vector<std::int64_t>& table_sizes, int world, int rank) {
+  std::vector<RowRange> out;
+  for (std::int64_t rows : table_sizes) {
+    const std::int64_t begin = chunk_offset(rows, world, rank);
+    out.push_back({begin, begin + chunk_count(rows, world, rank)});
+  }
+  return out;
 }
 
 std::vector<int> place_tables(const std::vector<std::int64_t>& table_sizes, int world) {
@@ -197,6 +213,173 @@ void TableShardedEmbeddings::backward(const std::vector<Tensor>& dpooled) {
       pos += batch_sizes_[q] * dim;
     }
   for (std::int64_t k : mine_owned) model_.table(k)->backward(grads[k].view({global, dim}));
+}
+
+// ---- row-wise (Note [Row-wise sharding]) ----
+
+RowShardedEmbeddings::RowShardedEmbeddings(DlrmDcnV2& model, Communicator& comm)
+    : model_(model), comm_(comm) {
+  const DlrmConfig& c = model_.config();
+  BH_CHECK_AS(InvalidArgument, c.pooling == nn::BagPooling::sum,
+              "dlrm_dcnv2: row-wise sharded tables pool by sum only (a mean over a bag split between "
+              "ranks needs the whole bag); use --dlrm_dcnv2.pooling sum or table-wise sharding");
+  for (int r = 0; r < comm_.size(); ++r) ranges_.push_back(row_ranges(c.table_sizes, comm_.size(), r));
+  for (std::size_t k = 0; k < c.table_sizes.size(); ++k) {
+    const RowRange want = ranges_[static_cast<std::size_t>(comm_.rank())][k], got = model_.rows_held(static_cast<std::int64_t>(k));
+    BH_CHECK_AS(InvalidArgument, want.begin == got.begin && want.end == got.end,
+                "dlrm_dcnv2: rank {} holds rows [{}, {}) of table {}, the row sharding gives it [{}, {})",
+                comm_.rank(), got.begin, got.end, k, want.begin, want.end);
+  }
+}
+
+std::vector<Tensor> RowShardedEmbeddings::forward(const std::vector<Tensor>& sparse,
+                                                  const std::vector<std::int64_t>& batch_sizes) {
+  const int world = comm_.size(), me = comm_.rank();
+  const DlrmConfig& c = model_.config();
+  const auto features = static_cast<std::int64_t>(c.table_sizes.size());
+  const auto nf = static_cast<std::size_t>(features);
+  BH_CHECK_AS(InvalidArgument, sparse.size() == nf && batch_sizes.size() == static_cast<std::size_t>(world),
+              "dlrm_dcnv2: sharded embeddings need {} bags and {} batch sizes, got {} and {}",
+              features, world, sparse.size(), batch_sizes.size());
+  batch_sizes_ = batch_sizes;
+  const std::int64_t mine = batch_sizes[static_cast<std::size_t>(me)], dim = c.embedding_dim;
+  const std::vector<std::int64_t> rows = row_offsets(batch_sizes);
+  const std::int64_t global = rows.back();
+  const Device cd = comm_.device(), md = model_.dense_parameters().front()->value.device();
+
+  // 1. (row - first row held, global sample) pairs, grouped by holder, then by feature; samples
+  //    stay in order within a group.
+  std::vector<std::vector<std::vector<std::int64_t>>> pairs(static_cast<std::size_t>(world),
+                                                            std::vector<std::vector<std::int64_t>>(nf));
+  for (std::size_t k = 0; k < nf; ++k) {
+    const Tensor ids = sparse[k].to(Device::cpu()).contiguous();
+    BH_CHECK_AS(InvalidArgument, ids.dim() == 2 && ids.size(0) == mine && ids.size(1) == c.hotness[k] &&
+                                     (ids.dtype() == DType::i32 || ids.dtype() == DType::i64),
+                "dlrm_dcnv2: feature {} bags must be i32/i64 [{}, {}], got {}", k, mine, c.hotness[k],
+                ids.describe());
+    const std::int64_t table_rows = c.table_sizes[k], base = table_rows / world, rem = table_rows % world;
+    for (std::int64_t i = 0; i < ids.numel(); ++i) {
+      const std::int64_t id = ids.dtype() == DType::i32 ? ids.data<std::int32_t>()[i] : ids.data<std::int64_t>()[i];
+      BH_CHECK_AS(InvalidArgument, id >= 0 && id < table_rows,
+                  "dlrm_dcnv2: feature {} id {} is outside its table of {} rows", k, id, table_rows);
+      // The holder of row `id` under numpy.array_split ranges (communicator.hpp).
+      const std::int64_t r = id < rem * (base + 1) ? id / (base + 1) : rem + (id - rem * (base + 1)) / base;
+      auto& out = pairs[static_cast<std::size_t>(r)][k];
+      out.push_back(id - ranges_[static_cast<std::size_t>(r)][k].begin);
+      out.push_back(rows[static_cast<std::size_t>(me)] + i / c.hotness[k]);
+    }
+  }
+  Tensor counts_out = Tensor::empty({world * features}, DType::i64);
+  for (int r = 0; r < world; ++r)
+    for (std::size_t k = 0; k < nf; ++k)
+      counts_out.data<std::int64_t>()[r * features + static_cast<std::int64_t>(k)] =
+          static_cast<std::int64_t>(pairs[static_cast<std::size_t>(r)][k].size() / 2);
+  Tensor counts_in = Tensor::empty({world * features}, DType::i64, cd);
+  comm_.alltoall(counts_out.to(cd), counts_in).wait();
+  counts_in = counts_in.to(Device::cpu());
+  const std::int64_t* got = counts_in.data<std::int64_t>();  // [q * F + k]: pairs from q for k
+
+  std::vector<std::int64_t> send_n(static_cast<std::size_t>(world), 0), recv_n(send_n);
+  for (int r = 0; r < world; ++r)
+    for (std::size_t k = 0; k < nf; ++k) {
+      send_n[r] += static_cast<std::int64_t>(pairs[static_cast<std::size_t>(r)][k].size());
+      recv_n[r] += 2 * got[r * features + static_cast<std::int64_t>(k)];
+    }
+  Tensor send = Tensor::empty({sum(send_n)}, DType::i64), recv = Tensor::empty({sum(recv_n)}, DType::i64, cd);
+  std::int64_t pos = 0;
+  for (int r = 0; r < world; ++r)
+    for (std::size_t k = 0; k < nf; ++k) {
+      const auto& v = pairs[static_cast<std::size_t>(r)][k];
+      std::copy(v.begin(), v.end(), send.data<std::int64_t>() + pos);
+      pos += static_cast<std::int64_t>(v.size());
+    }
+  comm_.alltoall(send.to(cd), recv, send_n, recv_n).wait();
+  recv = recv.to(Device::cpu());
+
+  // 2. partial sums over the rows held here, for every sample of the global batch. Blocks from
+  //    q come in q order and samples in order within them, so bags are ascending.
+  std::vector<Tensor> partial(nf);
+  {
+    std::vector<std::vector<std::int64_t>> idx(nf), offsets(nf, std::vector<std::int64_t>(static_cast<std::size_t>(global) + 1, 0));
+    const std::int64_t* pr = recv.data<std::int64_t>();
+    for (int q = 0; q < world; ++q)
+      for (std::size_t k = 0; k < nf; ++k)
+        for (std::int64_t j = 0; j < got[q * features + static_cast<std::int64_t>(k)]; ++j, pr += 2) {
+          idx[k].push_back(pr[0]);
+          ++offsets[k][static_cast<std::size_t>(pr[1]) + 1];
+        }
+    for (std::size_t k = 0; k < nf; ++k) {
+      nn::EmbeddingBag* table = model_.table(static_cast<std::int64_t>(k));
+      if (table == nullptr) {  // no rows of this table here, so no ids either
+        partial[k] = Tensor::zeros({global, dim}, DType::f32, md);
+        continue;
+      }
+      std::partial_sum(offsets[k].begin(), offsets[k].end(), offsets[k].begin());
+      const auto n = static_cast<std::int64_t>(idx[k].size());
+      partial[k] = table->forward(Tensor::from_vector_i64(idx[k], {n}, md),
+                                  Tensor::from_vector_i64(offsets[k], {global + 1}, md));
+    }
+  }
+
+  // 3. each rank's partial sums to it, added in rank order.
+  for (int r = 0; r < world; ++r) {
+    send_n[r] = features * batch_sizes[r] * dim;
+    recv_n[r] = features * mine * dim;
+  }
+  send = Tensor::empty({sum(send_n)}, DType::f32, cd);
+  Tensor sums = Tensor::empty({sum(recv_n)}, DType::f32, cd);
+  pos = 0;
+  for (int q = 0; q < world; ++q)
+    for (std::size_t k = 0; k < nf; ++k) {
+      copy_flat(send, pos, flat(partial[k]), rows[q] * dim, batch_sizes[q] * dim);
+      pos += batch_sizes[q] * dim;
+    }
+  comm_.alltoall(send, sums, send_n, recv_n).wait();
+  sums = sums.to(md);
+  std::vector<Tensor> out(nf);
+  for (std::size_t k = 0; k < nf; ++k) {
+    const std::int64_t at = static_cast<std::int64_t>(k) * mine * dim;
+    out[k] = sums.slice(0, at, at + mine * dim).view({mine, dim});
+    for (int r = 1; r < world; ++r) {
+      const std::int64_t from = (r * features + static_cast<std::int64_t>(k)) * mine * dim;
+      nn::add_(out[k], sums.slice(0, from, from + mine * dim).view({mine, dim}));
+    }
+  }
+  return out;
+}
+
+void RowShardedEmbeddings::backward(const std::vector<Tensor>& dpooled) {
+  const int world = comm_.size(), me = comm_.rank();
+  const DlrmConfig& c = model_.config();
+  const auto features = static_cast<std::int64_t>(c.table_sizes.size());
+  BH_CHECK_AS(InvalidArgument, !batch_sizes_.empty() && dpooled.size() == static_cast<std::size_t>(features),
+              "dlrm_dcnv2: sharded embeddings backward needs a forward first and {} gradients, got {}",
+              features, dpooled.size());
+  const std::int64_t mine = batch_sizes_[static_cast<std::size_t>(me)], dim = c.embedding_dim;
+  for (std::int64_t b : batch_sizes_)
+    BH_CHECK_AS(InvalidArgument, b == mine,
+                "dlrm_dcnv2: row-sharded backward needs equal batches on every rank (training), got {} and {}",
+                b, mine);
+  const Device cd = comm_.device(), md = model_.dense_parameters().front()->value.device();
+  // 4. every rank's pooled gradients to every holder.
+  Tensor send = Tensor::empty({features * mine * dim}, DType::f32, cd);
+  for (std::int64_t k = 0; k < features; ++k) {
+    BH_CHECK_AS(InvalidArgument, dpooled[k].numel() == mine * dim,
+                "dlrm_dcnv2: gradient of feature {} has {} elements, expected [{}, {}]", k,
+                dpooled[k].numel(), mine, dim);
+    copy_flat(send, k * mine * dim, flat(dpooled[k]), 0, mine * dim);
+  }
+  Tensor all = Tensor::empty({world * features * mine * dim}, DType::f32, cd);
+  comm_.allgather(send, all).wait();
+  all = all.to(md);
+  for (std::int64_t k = 0; k < features; ++k) {
+    nn::EmbeddingBag* table = model_.table(k);
+    if (table == nullptr) continue;
+    Tensor grad = Tensor::empty({world * mine * dim}, DType::f32, md);
+    for (int r = 0; r < world; ++r)
+      copy_flat(grad, r * mine * dim, all, (r * features + k) * mine * dim, mine * dim);
+    table->backward(grad.view({world * mine, dim}));
+  }
 }
 
 }  // namespace dlrm

@@ -24,6 +24,24 @@
 /// evaluation), and hotness is fixed per feature, so no counts are exchanged; a rank with no
 /// samples in an evaluation round still takes part in the all-to-alls.
 /// Buffers move on the communicator's device (host memory for mpi, the GPU for nccl).
+///
+/// Note [Row-wise sharding]
+/// With `--dlrm_dcnv2.embedding-sharding row` every table is split by rows over all ranks (rank r
+/// holds rows chunk_offset(R, P, r) .. + chunk_count(R, P, r), the numpy.array_split ranges of
+/// comm/communicator.hpp), so a table larger than one rank's memory trains too. One step:
+///   1. each rank sorts its samples' ids by the rank holding their row and sends each holder
+///      (row - first row held, global sample index) pairs: one all-to-all of the pair counts
+///      (F per destination), then one of the pairs;
+///   2. each holder pools, per table, the ids it received into partial sums for every sample of
+///      the global batch (ragged bags; a sample none of whose ids fall in the range gets zeros);
+///   3. partial all-to-all: each holder sends each rank the partial sums of that rank's samples,
+///      which adds the P partials in rank order (a fixed order: deterministic);
+///   4. backward: every rank's pooled gradients go to every holder (allgather); each holder
+///      accumulates its rows' sparse gradients from the bags of step 2.
+/// Sum pooling only (a mean over a bag split between holders would need the bag's full size).
+/// The same 1 / world scaling of dlogits as with table-wise sharding keeps the gradients equal
+/// to the global-batch mean. Partial sums add in a different order than one process's bag sums,
+/// so results match one process to rounding, not bit for bit.
 
 #include <cstdint>
 #include <string>
@@ -34,8 +52,8 @@
 
 namespace dlrm {
 
-enum class Sharding : std::uint8_t { replicated, table };
-/// "replicated" | "table"; InvalidArgument naming the choices otherwise.
+enum class Sharding : std::uint8_t { replicated, table, row };
+/// "replicated" | "table" | "row"; InvalidArgument naming the choices otherwise.
 Sharding parse_sharding(const std::string& name);
 const char* sharding_name(Sharding s) noexcept;
 
@@ -45,21 +63,32 @@ std::vector<int> place_tables(const std::vector<std::int64_t>& table_sizes, int 
 /// The features rank `rank` owns, ascending.
 std::vector<std::int64_t> owned_features(const std::vector<int>& owner, int rank);
 
+/// The rows of every table that `rank` holds under row-wise sharding over `world` ranks.
+std::vector<RowRange> row_ranges(const std::vector<std::int64_t>& table_sizes, int world, int rank);
+
+/// Embedding lookups whose tables are spread over the ranks of a communicator.
+class ShardedEmbeddings {
+ public:
+  virtual ~ShardedEmbeddings() = default;
+  /// Every feature's pooled embedding for this rank's samples: 26 x f32 [bs[rank], dim] on the
+  /// model's device. `sparse`: this rank's bags (26 x i32/i64 [bs[rank], hotness_k], any
+  /// device); `batch_sizes`: every rank's sample count, the same list on every rank. Every rank
+  /// calls it, also one with no samples.
+  virtual std::vector<benchhost::Tensor> forward(const std::vector<benchhost::Tensor>& sparse,
+                                                 const std::vector<std::int64_t>& batch_sizes) = 0;
+  /// Backward of the last forward: `dpooled` = interact_backward()'s 26 x [bs[rank], dim]. The
+  /// tables held here accumulate their sparse gradients (EmbeddingBag::backward).
+  virtual void backward(const std::vector<benchhost::Tensor>& dpooled) = 0;
+};
+
 /// The all-to-all exchanges of Note [Table-wise sharding] for one model on one rank.
-class TableShardedEmbeddings {
+class TableShardedEmbeddings final : public ShardedEmbeddings {
  public:
   /// `model` holds exactly owned_features(owner, comm.rank()). Both outlive this object.
   TableShardedEmbeddings(DlrmDcnV2& model, benchhost::Communicator& comm, std::vector<int> owner);
-
-  /// Every feature's pooled embedding for this rank's samples: 26 x f32 [bs[rank], dim] on the
-  /// model's device. `sparse`: this rank's bags (26 x i32/i64 [bs[rank], hotness_k], any
-  /// device); `batch_sizes`: every rank's sample count, the same list on every rank.
   std::vector<benchhost::Tensor> forward(const std::vector<benchhost::Tensor>& sparse,
-                                         const std::vector<std::int64_t>& batch_sizes);
-  /// Backward of the last forward: `dpooled` = interact_backward()'s 26 x [bs[rank], dim]. The
-  /// owned tables accumulate their sparse gradients (EmbeddingBag::backward).
-  void backward(const std::vector<benchhost::Tensor>& dpooled);
-
+                                         const std::vector<std::int64_t>& batch_sizes) override;
+  void backward(const std::vector<benchhost::Tensor>& dpooled) override;
   const std::vector<int>& owner() const { return owner_; }
 
  private:
@@ -68,6 +97,22 @@ class TableShardedEmbeddings {
   std::vector<int> owner_;
   std::vector<std::vector<std::int64_t>> owned_by_;  // per rank: its features, ascending
   std::vector<std::int64_t> batch_sizes_;           // of the last forward
+};
+
+/// The exchanges of Note [Row-wise sharding] for one model on one rank.
+class RowShardedEmbeddings final : public ShardedEmbeddings {
+ public:
+  /// `model` holds row_ranges(table sizes, comm.size(), comm.rank()). Both outlive this object.
+  RowShardedEmbeddings(DlrmDcnV2& model, benchhost::Communicator& comm);
+  std::vector<benchhost::Tensor> forward(const std::vector<benchhost::Tensor>& sparse,
+                                         const std::vector<std::int64_t>& batch_sizes) override;
+  void backward(const std::vector<benchhost::Tensor>& dpooled) override;
+
+ private:
+  DlrmDcnV2& model_;
+  benchhost::Communicator& comm_;
+  std::vector<std::vector<RowRange>> ranges_;  // per rank, per feature
+  std::vector<std::int64_t> batch_sizes_;      // of the last forward
 };
 
 }  // namespace dlrm

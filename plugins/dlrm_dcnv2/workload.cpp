@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -59,16 +60,47 @@ double available_bytes(Device device) {
   return 0;
 }
 
-// The largest per-rank need when the tables are placed over `world` ranks.
-double sharded_need_per_rank(const DlrmConfig& c, std::int64_t local_batch, bool training, int world) {
-  const std::vector<int> owner = place_tables(c.table_sizes, world);
-  double worst = 0;
-  for (int r = 0; r < world; ++r) {
-    const auto owned = owned_features(owner, r);
-    if (owned.empty()) continue;
-    worst = std::max(worst, memory_need(c, local_batch, training, owned, local_batch * world).total());
+// Per feature, the rows of its table that each rank holds (Notes [Table-wise sharding] and
+// [Row-wise sharding] in sharding.hpp).
+std::vector<std::vector<std::int64_t>> rows_held(const DlrmConfig& c, Sharding s, int world) {
+  std::vector<std::vector<std::int64_t>> held(static_cast<std::size_t>(world));
+  if (s == Sharding::replicated || world == 1) {
+    std::fill(held.begin(), held.end(), c.table_sizes);
+  } else if (s == Sharding::table) {
+    const std::vector<int> owner = place_tables(c.table_sizes, world);
+    for (int r = 0; r < world; ++r)
+      for (std::size_t k = 0; k < owner.size(); ++k) held[r].push_back(owner[k] == r ? c.table_sizes[k] : 0);
+  } else {
+    for (int r = 0; r < world; ++r)
+      for (const RowRange& range : row_ranges(c.table_sizes, world, r)) held[r].push_back(range.size());
   }
+  return held;
+}
+
+// The busiest rank's need with `s` over `world` ranks.
+double busiest_rank_need(const DlrmConfig& c, Sharding s, int world, std::int64_t batch, bool training) {
+  double worst = 0;
+  for (const auto& h : rows_held(c, s, world))
+    worst = std::max(worst, memory_need(c, batch, training, h, batch * world).total());
   return worst;
+}
+
+// What to do when a configuration does not fit: the fewest ranks (a power of two) each sharding
+// needs to train `global_batch` samples per step, or why table-wise sharding cannot help.
+std::string ways_to_fit(const DlrmConfig& c, std::int64_t global_batch, bool training, double avail) {
+  constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+  std::string cannot, ways;
+  for (Sharding s : {Sharding::table, Sharding::row}) {
+    auto need = [&](int n) { return busiest_rank_need(c, s, n, std::max<std::int64_t>(1, global_batch / n), training); };
+    int n = 2;
+    while (n <= 65536 && need(n) > avail) n *= 2;
+    if (n <= 65536)
+      ways += fmt::format("--dlrm_dcnv2.embedding-sharding {} over at least {} ranks ({:.2f} GiB on the "
+                          "busiest rank at global batch {}), or ", sharding_name(s), n, need(n) / gib, global_batch);
+    else if (s == Sharding::table)
+      cannot = "table-wise sharding cannot help (the largest table alone does not fit); ";
+  }
+  return cannot + "use " + ways + "smaller --dlrm_dcnv2.table-sizes (e.g. configs/dlrm_dcnv2/mini.conf)";
 }
 
 // Batch tensors on the model's device (no copy on the CPU).
@@ -130,8 +162,9 @@ WorkloadInfo DlrmWorkload::describe() {
       {"cross-rank", "int", "512", "DCN-v2 low rank"},
       {"pooling", "string", "sum", "embedding bag pooling: sum or mean"},
       {"embedding-sharding", "string", "replicated",
-       "replicated: every rank holds every table (data parallel); table: each table on one rank, "
-       "looked up through all-to-alls (model parallel tables, data parallel MLPs)"},
+       "replicated: every rank holds every table (data parallel); table: each table on one rank; "
+       "row: every table split by rows over all ranks (sum pooling); table and row are looked up "
+       "through all-to-alls (model parallel tables, data parallel MLPs)"},
       {"global-batch-size", "int", "65536", "global training batch (split evenly over ranks)"},
       {"eval-batch-size", "int", "65536", "evaluation batch per rank"},
       {"learning-rate", "float", "0.005", "Adagrad learning rate (constant, as MLPerf requires)"},
@@ -204,57 +237,40 @@ RunInfo DlrmWorkload::setup(const RunContext& ctx) {
   BH_CHECK_AS(InvalidArgument, eval_batch_size_ > 0 && evals_per_epoch_ >= 0 && max_epochs_ >= 1,
               "dlrm_dcnv2: need eval-batch-size > 0, evals-per-epoch >= 0, max-epochs >= 1");
 
-  // Table placement (Note [Table-wise sharding] in sharding.hpp): with one rank every table is
-  // local whatever the option says.
+  // Where the tables live (sharding.hpp): with one rank every table is local whatever the
+  // option says.
   sharding_ = parse_sharding(o.has("embedding-sharding") ? o.get_string("embedding-sharding") : "replicated");
-  std::vector<int> owner;
-  std::vector<std::int64_t> owned;
-  if (sharding_ == Sharding::table && world > 1) {
-    BH_CHECK_AS(InvalidArgument, ctx.communicator != nullptr && ctx.communicator->size() == world,
-                "dlrm_dcnv2: table sharding over {} ranks needs the run's communicator", world);
-    owner = place_tables(config_.table_sizes, world);
-    owned = owned_features(owner, ctx.rank);
-    if (ctx.rank == 0) {
-      std::vector<std::int64_t> tables(static_cast<std::size_t>(world), 0), rows(tables);
-      for (std::size_t k = 0; k < owner.size(); ++k) ++tables[owner[k]], rows[owner[k]] += config_.table_sizes[k];
-      std::string per_rank;
-      for (int r = 0; r < world; ++r)
-        per_rank += fmt::format("{}rank {}: {} tables, {} rows", r ? "; " : "", r, tables[r], rows[r]);
-      fmt::print(stderr, "dlrm_dcnv2: embedding tables sharded table-wise over {} ranks ({})\n", world, per_rank);
+  const bool sharded = sharding_ != Sharding::replicated && world > 1;
+  BH_CHECK_AS(InvalidArgument, !sharded || (ctx.communicator != nullptr && ctx.communicator->size() == world),
+              "dlrm_dcnv2: {}-wise sharding over {} ranks needs the run's communicator",
+              sharding_name(sharding_), world);
+  const std::vector<std::vector<std::int64_t>> held_by = rows_held(config_, sharding_, world);
+  const std::vector<std::int64_t>& held = held_by[static_cast<std::size_t>(ctx.rank)];
+  if (sharded && ctx.rank == 0) {
+    std::string per_rank;
+    for (int r = 0; r < world; ++r) {
+      const auto& h = held_by[static_cast<std::size_t>(r)];
+      per_rank += fmt::format("{}rank {}: {} tables, {} rows", r ? "; " : "", r,
+                              std::count_if(h.begin(), h.end(), [](std::int64_t x) { return x > 0; }),
+                              std::accumulate(h.begin(), h.end(), std::int64_t{0}));
     }
+    fmt::print(stderr, "dlrm_dcnv2: embedding tables sharded {}-wise over {} ranks ({})\n",
+               sharding_name(sharding_), world, per_rank);
   }
 
   // Memory need, before anything big is allocated (Note [Sparse embedding gradients] explains
   // why table gradients count at full size).
   const bool training = ctx.mode != "infer";
   const std::int64_t rows_per_step = std::max(local_batch_, eval_batch_size_);
-  const MemoryNeed need = memory_need(config_, rows_per_step, training, owned, rows_per_step * world);
+  const MemoryNeed need = memory_need(config_, rows_per_step, training, held, sharded ? rows_per_step * world : 0);
   const double avail = available_bytes(ctx.device);
-  if (avail > 0 && need.total() > avail) {
-    constexpr double gib = 1024.0 * 1024.0 * 1024.0;
-    std::string way = "use smaller --dlrm_dcnv2.table-sizes (e.g. configs/dlrm_dcnv2/mini.conf)";
-    const auto largest = static_cast<std::size_t>(
-        std::max_element(config_.table_sizes.begin(), config_.table_sizes.end()) - config_.table_sizes.begin());
-    const double largest_need =
-        memory_need(config_, rows_per_step, training, {static_cast<std::int64_t>(largest)}, rows_per_step).total();
-    if (largest_need > avail)
-      way = fmt::format("--dlrm_dcnv2.embedding-sharding table cannot help on this device: table {} alone "
-                        "needs {:.2f} GiB (row-wise sharding of one table is not built); {}",
-                        largest, largest_need / gib, way);
-    else
-      for (int n = 2; n <= 4096; n *= 2)
-        if (sharded_need_per_rank(config_, rows_per_step, training, n) <= avail) {
-          way = fmt::format("shard the tables with --dlrm_dcnv2.embedding-sharding table over at least "
-                            "{} ranks ({:.2f} GiB on the busiest rank), or {}", n,
-                            sharded_need_per_rank(config_, rows_per_step, training, n) / gib, way);
-          break;
-        }
+  if (avail > 0 && need.total() > avail)
     throw OutOfMemory(
         fmt::format("dlrm_dcnv2: this configuration needs {}{} but {} has {:.2f} GiB available{}; {}",
-                    need.describe(), owned.empty() ? "" : fmt::format(" on rank {} (its {} of {} tables)", ctx.rank, owned.size(), config_.table_sizes.size()),
-                    ctx.device.str(), avail / gib, ctx.device.is_cpu() ? " (MemAvailable)" : "", way),
+                    need.describe(), sharded ? fmt::format(" on rank {} ({}-wise sharding)", ctx.rank, sharding_name(sharding_)) : "",
+                    ctx.device.str(), avail / (1024.0 * 1024.0 * 1024.0),
+                    ctx.device.is_cpu() ? " (MemAvailable)" : "", ways_to_fit(config_, global_batch_, training, avail)),
         static_cast<std::size_t>(need.total()), __FILE__, __LINE__);
-  }
 
   // Data.
   if (ctx.synthetic_data || (ctx.mode == "infer" && !o.has("data-dir"))) {
@@ -313,11 +329,19 @@ RunInfo DlrmWorkload::setup(const RunContext& ctx) {
                 "of {}", dir, train_->size(), global_batch_);
   }
 
-  model_ = std::make_unique<DlrmDcnV2>(config_, owned);
+  if (sharded && sharding_ == Sharding::table) {
+    const std::vector<int> owner = place_tables(config_.table_sizes, world);
+    model_ = std::make_unique<DlrmDcnV2>(config_, owned_features(owner, ctx.rank));
+    exchange_ = std::make_unique<TableShardedEmbeddings>(*model_, *ctx.communicator, owner);
+  } else if (sharded) {
+    model_ = std::make_unique<DlrmDcnV2>(config_, std::vector<std::int64_t>{},
+                                         row_ranges(config_.table_sizes, world, ctx.rank));
+    exchange_ = std::make_unique<RowShardedEmbeddings>(*model_, *ctx.communicator);
+  } else {
+    model_ = std::make_unique<DlrmDcnV2>(config_);
+  }
   model_->initialize(ctx.seed);  // on the CPU: the same weights on every device
   model_->to(ctx.device);
-  if (!owner.empty())
-    exchange_ = std::make_unique<TableShardedEmbeddings>(*model_, *ctx.communicator, owner);
   optim::AdagradOptions ao;
   ao.epsilon = static_cast<float>(kAdagradEpsilon);
   optimizer_ = std::make_unique<optim::Adagrad>(model_->parameters(), ao);

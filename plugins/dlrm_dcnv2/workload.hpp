@@ -17,8 +17,9 @@
 ///     allreduce, so every replica applies the same sparse Adagrad update; or
 ///   - sharded table-wise (embedding-sharding = table): each table lives on one rank and is looked
 ///     up and trained through all-to-alls (Note [Table-wise sharding] in sharding.hpp), so a rank
-///     holds only its share of the tables' memory.
-/// Row-wise sharding of a single table larger than one rank's memory is not built.
+///     holds only its share of the tables' memory; or
+///   - sharded row-wise (embedding-sharding = row): every table split by rows over all ranks
+///     (Note [Row-wise sharding]), for tables larger than one rank's memory.
 ///
 /// Devices: the model lives on ctx.device (cpu or cuda:N); batches are read on the CPU and copied
 /// to it each step; collectives move buffers on the communicator's device.
@@ -71,7 +72,7 @@ class DlrmWorkload : public benchhost::Workload {
   DlrmConfig config_;
   std::unique_ptr<DlrmDcnV2> model_;
   Sharding sharding_ = Sharding::replicated;
-  std::unique_ptr<TableShardedEmbeddings> exchange_;  ///< set when tables are sharded over ranks
+  std::unique_ptr<ShardedEmbeddings> exchange_;  ///< set when tables are sharded over ranks
   std::unique_ptr<benchhost::optim::Optimizer> optimizer_;
   std::unique_ptr<benchhost::criteo::CriteoMultiHot> train_, validation_;
   std::vector<benchhost::criteo::Batch> synthetic_;  // synthetic source: a few fixed batches

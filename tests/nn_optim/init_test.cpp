@@ -138,3 +138,26 @@ TEST(Init, RejectsTensorsItCannotFill) {
   Tensor scalar = Tensor::empty({});
   EXPECT_THROW(init::kaiming_normal_(scalar, rng), InvalidArgument);
 }
+
+// A table whose rows are split over processes: each shard filled by uniform_slice_ from the same
+// rng state holds exactly the rows of the whole table, for slices that start inside a chunk,
+// span several chunks, or sit wholly inside one.
+TEST(Init, UniformSliceEqualsTheSameRowsOfTheWholeTensor) {
+  const std::int64_t rows = 5000, dim = 16;  // 80,000 elements: several 16,384-element chunks
+  Tensor whole = Tensor::empty({rows, dim});
+  Rng r1 = nn::init::rng_for(3, "emb.0.weight");
+  nn::init::uniform_(whole, r1, -0.1f, 0.1f);
+  const std::vector<float> all = whole.to_float_vector();
+  for (auto [begin, end] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+           {0, rows}, {0, 1}, {1, 2}, {1023, 1025}, {777, 4321}, {4999, 5000}, {1666, 3333}}) {
+    Tensor part = Tensor::empty({end - begin, dim});
+    Rng r2 = nn::init::rng_for(3, "emb.0.weight");
+    nn::init::uniform_slice_(part, r2, -0.1f, 0.1f, begin * dim);
+    const std::vector<float> got = part.to_float_vector();
+    for (std::int64_t i = 0; i < (end - begin) * dim; ++i)
+      ASSERT_EQ(got[i], all[begin * dim + i]) << "rows [" << begin << ", " << end << "), element " << i;
+  }
+  Tensor t = Tensor::empty({2});
+  Rng r3(1);
+  EXPECT_THROW(nn::init::uniform_slice_(t, r3, 0.0f, 1.0f, -1), InvalidArgument);
+}

@@ -3,6 +3,7 @@
 // schedules the chunks.
 #include "benchhost/nn/init.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "benchhost/error.hpp"
@@ -100,6 +101,27 @@ void uniform_(Tensor& t, Rng& rng, float lo, float hi) {
   BH_CHECK_AS(InvalidArgument, lo <= hi, "init::uniform_: need lo <= hi, got [{}, {})", lo, hi);
   fill_chunks(t, rng, [&](Rng& r, float* x, std::int64_t b, std::int64_t e) {
     for (std::int64_t k = b; k < e; ++k) x[k] = r.uniform(lo, hi);
+  });
+}
+
+void uniform_slice_(Tensor& t, Rng& rng, float lo, float hi, std::int64_t offset) {
+  check_target(t, "uniform_slice_");
+  BH_CHECK_AS(InvalidArgument, lo <= hi && offset >= 0,
+              "init::uniform_slice_: need lo <= hi and offset >= 0, got [{}, {}) at {}", lo, hi, offset);
+  // The chunks of the whole tensor that overlap [offset, offset + n), each from its own stream as
+  // in fill_chunks, skipping the draws before the slice in the first one.
+  const std::uint64_t sub_seed = rng.next_u64();
+  const std::int64_t n = t.numel();
+  float* x = t.data<float>();
+  const std::int64_t first = offset / kChunk, last = n == 0 ? first : (offset + n - 1) / kChunk;
+  parallel_chunks((last - first + 1) * kChunk, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t c = first + b / kChunk; c < first + (e + kChunk - 1) / kChunk; ++c) {
+      const std::int64_t begin = std::max(c * kChunk, offset), end = std::min((c + 1) * kChunk, offset + n);
+      if (begin >= end) continue;
+      Rng r(sub_seed, static_cast<std::uint64_t>(c));
+      for (std::int64_t k = c * kChunk; k < begin; ++k) (void)r.uniform();
+      for (std::int64_t k = begin; k < end; ++k) x[k - offset] = r.uniform(lo, hi);
+    }
   });
 }
 

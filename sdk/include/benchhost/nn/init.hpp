@@ -45,6 +45,10 @@ void trunc_normal_(Tensor& t, Rng& rng, float mean = 0.0f, float stddev = 1.0f,
                    float lo_sigmas = -2.0f, float hi_sigmas = 2.0f);
 /// Uniform in [lo, hi).
 void uniform_(Tensor& t, Rng& rng, float lo = 0.0f, float hi = 1.0f);
+/// Elements [offset, offset + t.numel()) of what uniform_(whole, rng, lo, hi) would write into a
+/// larger tensor `whole` from the same rng state: a shard of a table (rows split over processes)
+/// gets exactly the values the whole table would hold, in O(shard) time and memory.
+void uniform_slice_(Tensor& t, Rng& rng, float lo, float hi, std::int64_t offset);
 /// He et al.: normal with std = gain / sqrt(fan).
 void kaiming_normal_(Tensor& t, Rng& rng, FanMode mode = FanMode::fan_in,
                      Nonlinearity nl = Nonlinearity::relu, float negative_slope = 0.01f);
