@@ -42,6 +42,46 @@ TEST(OpRegistry, NoAcceptorListsEveryRefusal) {
   }
 }
 
+// Note [Half-precision promotion]: a bf16 call reaches an implementation only through an
+// accepts() that takes it; otherwise it is computed in f32 and the bf16 outputs rounded once.
+TEST(OpRegistry, HalfCallsArePromotedUnlessAnImplementationTakesThem) {
+  static std::string last;
+  static std::vector<DType> seen;
+  // out[i] = in[i] * 3 + out[i] (an accumulating output), f32 only: the plain reference.
+  auto triple_acc = [](OpCall& c) {
+    last = "ref";
+    seen.clear();
+    for (const Tensor& t : c.inputs) seen.push_back(t.dtype());
+    for (const Tensor& t : c.outputs) seen.push_back(t.dtype());
+    const float* x = c.inputs[0].data<float>();
+    float* y = c.outputs[0].data<float>();
+    for (std::int64_t i = 0; i < c.inputs[0].numel(); ++i) y[i] += 3.0f * x[i];
+  };
+  register_op_impl("test.promote", OpImpl{"cpu.ref", DeviceType::cpu, 0, nullptr, triple_acc, true});
+  const Tensor x = Tensor::from_vector({1.0f, 1.0f / 3.0f, -2.5f}, {3});
+  Tensor out = Tensor::from_vector({10.0f, 0.0f, 1.0f}, {3}).to(DType::bf16);
+  OpCall half{{x.to(DType::bf16)}, {out}, {}};
+  dispatch("test.promote", half);
+  EXPECT_EQ(last, "ref") << "the reference (no accepts()) ran on promoted copies";
+  EXPECT_EQ(seen, (std::vector<DType>{DType::f32, DType::f32})) << "the reference saw f32 tensors only";
+  ASSERT_EQ(half.outputs[0].dtype(), DType::bf16);
+  // bf16(1/3) = 0.333984375; 3 * that = 1.001953125 -> bf16 1.0 (the output is rounded once).
+  const float want[3] = {13.0f, bf16_to_float(float_to_bf16(3.0f * bf16_to_float(float_to_bf16(1.0f / 3.0f)))), -6.5f};
+  for (std::int64_t i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(static_cast<float>(out.item({i})), want[i]) << i;
+
+  // An implementation whose accepts() takes bf16 runs it natively, without promotion.
+  register_op_impl("test.promote", OpImpl{"cpu.bf16", DeviceType::cpu, 60,
+                                          [](const OpCall& c) {
+                                            return c.inputs[0].dtype() == DType::bf16 ? std::string() : std::string("needs bf16");
+                                          },
+                                          [](OpCall&) { last = "bf16"; }, false});
+  dispatch("test.promote", half);
+  EXPECT_EQ(last, "bf16");
+  OpCall f32call{{x}, {Tensor::zeros({3})}, {}};
+  dispatch("test.promote", f32call);
+  EXPECT_EQ(last, "ref") << "the bf16 implementation refused an f32 call";
+}
+
 TEST(OpRegistry, UnknownOpIsUnsupportedAndNamesTheRegisteredOps) {
   OpCall c;
   try {

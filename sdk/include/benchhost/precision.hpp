@@ -39,6 +39,7 @@
 /// owned by one training loop and not thread-safe.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -116,6 +117,12 @@ class PrecisionPolicy {
   static PrecisionPolicy create(Precision precision, const DeviceCaps& caps);
   /// Whether create() would succeed; `why` receives the Unsupported message if not.
   static bool supported(Precision precision, const DeviceCaps& caps, std::string* why = nullptr);
+  /// For Workload::check_support of a workload built from the SDK's layers: "" when a model that
+  /// follows this policy through Module::set_precision() can train in precision `name` on
+  /// `device`, else why not (an unknown name, a missing device, supported() saying no, and fp8:
+  /// the layers do not drive the scaled fp8 matmul path yet, and running its bf16 storage types
+  /// instead would pass a bf16 run off as fp8).
+  static std::string layers_support(std::string_view name, Device device);
 
   Precision precision() const { return precision_; }
   const char* name() const { return precision_name(precision_); }
@@ -243,6 +250,49 @@ class DynamicLossScaler {
   // scale changes (filling a device tensor costs a host-to-device copy).
   mutable float cached_inv_scale_ = 0.0f;
   mutable std::vector<Tensor> inv_scale_tensors_;
+};
+
+/// The precision side of a training step, the same for every workload built from the SDK's
+/// layers: the policy the model follows and, under fp16, its dynamic loss scaler.
+///
+///   setup():       precision_ = TrainingPrecision(ctx.precision, ctx.device);
+///                  model.to(ctx.device); model.set_precision(precision_.policy());
+///   train_step():  const auto math = precision_.policy().math_scope();
+///                  loss = model.forward(...);
+///                  model.backward(precision_.loss_scale());   // d(loss * scale)
+///                  [data-parallel gradient reduction]
+///                  if (precision_.unscale_and_check(params)) { clip; optimizer.step(); }
+///                  zero_grad();
+///                  return {samples, loss, precision_.step_loss_scale(), precision_.update_skipped()};
+/// Without loss scaling loss_scale() is 1, unscale_and_check() is true without touching the
+/// gradients, and step_loss_scale() is 0 (the report then shows no loss-scaling fields).
+/// Not thread-safe: owned by the training loop.
+class TrainingPrecision {
+ public:
+  /// fp32 on the CPU.
+  TrainingPrecision() = default;
+  /// Throws Unsupported with PrecisionPolicy::layers_support()'s reason when the layers cannot
+  /// run `name` on `device`.
+  TrainingPrecision(std::string_view name, Device device);
+
+  const PrecisionPolicy& policy() const { return policy_; }
+  /// The factor to seed backward with: the dynamic loss scale under fp16, else 1.
+  float loss_scale() const { return scaler_.has_value() ? scaler_->scale() : 1.0f; }
+  /// After backward (and after any cross-rank gradient reduction, so every rank decides alike):
+  /// under fp16, divides the gradients by the scale, checks them for Inf/NaN and updates the
+  /// scale; false means the step overflowed and its update must be skipped. True otherwise.
+  bool unscale_and_check(const std::vector<nn::Parameter*>& params);
+  /// Whether the last unscale_and_check() said skip.
+  bool update_skipped() const { return skipped_; }
+  /// For StepResult::loss_scale: the scale after the last step under fp16, 0 without scaling.
+  double step_loss_scale() const { return scaler_.has_value() ? scaler_->scale() : 0.0; }
+  /// The scaler, when the policy uses loss scaling (else nullptr).
+  const DynamicLossScaler* scaler() const { return scaler_.has_value() ? &*scaler_ : nullptr; }
+
+ private:
+  PrecisionPolicy policy_;
+  std::optional<DynamicLossScaler> scaler_;
+  bool skipped_ = false;
 };
 
 }  // namespace benchhost

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "benchhost/error.hpp"
+#include "benchhost/precision.hpp"
 #include "benchhost/random.hpp"
 
 namespace benchhost::nn {
@@ -35,21 +36,25 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias, A
 }
 
 Tensor Linear::forward(const Tensor& x) {
-  x_ = x;
-  return linear_forward(x, weight_->value, bias_ ? bias_->value : Tensor{}, act_,
+  // Note [Layers under a precision policy]: the product runs in the matmul class's type on a
+  // copy of the fp32 master weight, kept for backward (as torch.autocast's weight cache does).
+  const DType h = precision().storage_dtype(OpClass::matmul);
+  input_dtype_ = x.dtype();
+  x_ = cast(x, h);
+  w_ = cast(weight_->value, h);
+  return linear_forward(x_, w_, bias_ ? bias_->value : Tensor{}, act_,
                         act_ == Activation::none ? nullptr : &preact_);
 }
 
 Tensor Linear::backward(const Tensor& dy) {
   BH_CHECK_AS(InvalidArgument, x_.defined(), "Linear::backward called before forward");
   Tensor none;
-  Tensor dx = linear_backward(dy, x_, weight_->value, preact_, act_, weight_->grad,
+  Tensor dx = linear_backward(cast(dy, x_.dtype()), x_, w_, preact_, act_, weight_->grad,
                               bias_ ? bias_->grad : none);
   weight_->mark_grad_ready();
   if (bias_) bias_->mark_grad_ready();
-  x_ = Tensor{};
-  preact_ = Tensor{};
-  return dx;
+  x_ = w_ = preact_ = Tensor{};
+  return cast(dx, input_dtype_);
 }
 
 // ---- LayerNorm ----
@@ -62,7 +67,8 @@ LayerNorm::LayerNorm(std::int64_t features, float eps) : eps_(eps) {
 
 Tensor LayerNorm::forward(const Tensor& x) {
   x_ = x;
-  return layernorm_forward(x, gamma_->value, beta_->value, eps_, &saved_);
+  return cast(layernorm_forward(x, gamma_->value, beta_->value, eps_, &saved_),
+              precision().storage_dtype(OpClass::norm));
 }
 
 Tensor LayerNorm::backward(const Tensor& dy) {
@@ -86,7 +92,7 @@ Embedding::Embedding(std::int64_t num_embeddings, std::int64_t dim, bool sparse_
 
 Tensor Embedding::forward(const Tensor& ids) {
   ids_ = ids;
-  return embedding_forward(ids, weight_->value);
+  return cast(embedding_forward(ids, weight_->value), precision().storage_dtype(OpClass::embedding));
 }
 
 void Embedding::backward(const Tensor& dy) {

@@ -1,5 +1,7 @@
 #include "benchhost/nn/module.hpp"
 
+#include "benchhost/precision.hpp"
+
 namespace benchhost::nn {
 
 Parameter& Module::register_parameter(const std::string& name, Tensor value, bool weight_decay) {
@@ -66,6 +68,22 @@ void Module::to(Device device) {
   }
   for (auto& [name, t] : buffers())
     if (t->defined() && !(t->device() == device)) *t = t->to(device);
+}
+
+void Module::set_precision(const PrecisionPolicy& policy) {
+  auto shared = std::make_shared<const PrecisionPolicy>(policy);
+  std::vector<Module*> stack{this};
+  while (!stack.empty()) {
+    Module* m = stack.back();
+    stack.pop_back();
+    m->precision_ = shared;
+    for (auto& c : m->children_) stack.push_back(c.get());
+  }
+}
+
+const PrecisionPolicy& Module::precision() const {
+  static const PrecisionPolicy fp32;
+  return precision_ ? *precision_ : fp32;
 }
 
 void Module::train(bool on) {

@@ -21,9 +21,15 @@ void require(const Tensor& t, const char* op, const char* what) {
   BH_CHECK_AS(InvalidArgument, t.defined(), "{}: {} is undefined", op, what);
 }
 
-Tensor like(const Shape& shape, const Tensor& ref, DType dtype = DType::f32) {
+// Note [Output dtypes]: an op's activations and input gradients take the dtype of the tensor
+// they stand for (f32, or f16/bf16 under a mixed-precision policy); what an op saves for its
+// backward as statistics (means, reciprocal deviations, attention probabilities, log-probs) and
+// every loss value is f32 whatever its inputs.
+Tensor like(const Shape& shape, const Tensor& ref, DType dtype) {
   return Tensor::empty(shape, dtype, ref.device());
 }
+Tensor like(const Shape& shape, const Tensor& ref) { return like(shape, ref, ref.dtype()); }
+Tensor f32_like(const Shape& shape, const Tensor& ref) { return like(shape, ref, DType::f32); }
 
 // Note [Device-generic contiguous]
 // Tensor::contiguous() copies strided CPU tensors element by element but cannot gather on a
@@ -175,7 +181,7 @@ Tensor layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
   BH_CHECK_AS(InvalidArgument, gamma.shape() == Shape{C} && (!beta.defined() || beta.shape() == Shape{C}),
               "layernorm_forward: gamma/beta must be [{}] for x {}", C, shape_str(x.shape()));
   const std::int64_t R = x.numel() / C;
-  OpCall c{{contig(x), contig(gamma), contig(beta)}, {like(x.shape(), x), like({R}, x), like({R}, x)}, Attrs()};
+  OpCall c{{contig(x), contig(gamma), contig(beta)}, {like(x.shape(), x), f32_like({R}, x), f32_like({R}, x)}, Attrs()};
   c.attrs.set("eps", eps);
   dispatch("layernorm_forward", c);
   if (saved) *saved = LayerNormSaved{c.outputs[1], c.outputs[2]};
@@ -275,7 +281,7 @@ Tensor sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Att
   const std::int64_t B = q.size(0), H = q.size(1), T = q.size(2), S = k.size(2);
   OpCall c;
   c.inputs = {contig(q), contig(k), contig(v), mask.key_padding, mask.mask};
-  c.outputs = {like({B, H, T, v.size(3)}, q), like({B, H, T, S}, q),
+  c.outputs = {like({B, H, T, v.size(3)}, q), f32_like({B, H, T, S}, q),
                dropout_p > 0 ? like({B, H, T, S}, q, DType::u8) : Tensor{}};
   c.attrs = rng_attrs(Attrs().set("causal", mask.causal).set("scale", scale).set("p", dropout_p), seed, step, stream_id);
   dispatch("sdpa_forward", c);
@@ -461,7 +467,7 @@ Tensor mean_backward(const Tensor& dy, const Shape& input_shape, const std::vect
   for (std::size_t i = 0; i < input_shape.size(); ++i)
     if (red[i]) count *= input_shape[i];
   Tensor g = sum_backward(dy, input_shape, dims, keepdim);
-  Tensor out = Tensor::zeros(input_shape, DType::f32, g.device());
+  Tensor out = Tensor::zeros(input_shape, g.dtype(), g.device());
   add_(out, g, 1.0f / static_cast<float>(std::max<std::int64_t>(count, 1)));
   return out;
 }
@@ -503,7 +509,7 @@ Tensor fp8_cast_scaled(const Tensor& x, const Tensor& scale, DType dtype, Tensor
               "fp8_cast_scaled: target dtype must be f8e4m3 or f8e5m2, got {}", dtype_name(dtype));
   OpCall c;
   c.inputs = {contig(x), scale};
-  c.outputs = {like(x.shape(), x, dtype), amax ? like({1}, x) : Tensor()};
+  c.outputs = {like(x.shape(), x, dtype), amax ? f32_like({1}, x) : Tensor()};
   dispatch("fp8_cast_scaled", c);
   if (amax) *amax = c.outputs[1];
   return c.outputs[0];
@@ -521,7 +527,7 @@ Tensor matmul_fp8(const Tensor& a, const Tensor& b, const Tensor& a_scale_inv,
               "matmul_fp8: out_dtype must be f32, bf16 or f16 here, got {}", dtype_name(out_dtype));
   OpCall c;
   c.inputs = {contig(a), contig(b), a_scale_inv, b_scale_inv, Tensor()};
-  c.outputs = {like({a.size(0), b.size(0)}, a, out_dtype), amax_d ? like({1}, a) : Tensor()};
+  c.outputs = {like({a.size(0), b.size(0)}, a, out_dtype), amax_d ? f32_like({1}, a) : Tensor()};
   dispatch("matmul_fp8", c);
   if (amax_d) *amax_d = c.outputs[1];
   return c.outputs[0];
@@ -537,7 +543,7 @@ CrossEntropyResult softmax_cross_entropy_forward(const Tensor& logits, const Ten
   const std::int64_t C = logits.size(-1), N = logits.numel() / C;
   BH_CHECK_AS(InvalidArgument, targets.numel() == N, "cross entropy: {} targets for {} rows of logits {}",
               targets.numel(), N, shape_str(logits.shape()));
-  OpCall c{{contig(logits).reshape({N, C}), contig(targets).reshape({N})}, {like({N, C}, logits), like({2}, logits)}, Attrs()};
+  OpCall c{{contig(logits).reshape({N, C}), contig(targets).reshape({N})}, {f32_like({N, C}, logits), f32_like({2}, logits)}, Attrs()};
   c.attrs.set("smoothing", label_smoothing).set("ignore_index", static_cast<double>(ignore_index));
   dispatch("cross_entropy_forward", c);
   Tensor lc = c.outputs[1].to(Device::cpu());
@@ -557,7 +563,7 @@ Tensor softmax_cross_entropy_backward(const CrossEntropyResult& fwd, const Tenso
 
 float bce_with_logits_forward(const Tensor& logits, const Tensor& targets) {
   require(logits, "bce_with_logits_forward", "logits");
-  Tensor out = run1("bce_with_logits_forward", {contig(logits), contig(targets)}, like({1}, logits));
+  Tensor out = run1("bce_with_logits_forward", {contig(logits), contig(targets)}, f32_like({1}, logits));
   return out.to(Device::cpu()).data<float>()[0];
 }
 

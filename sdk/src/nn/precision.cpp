@@ -200,6 +200,21 @@ bool PrecisionPolicy::supported(Precision p, const DeviceCaps& caps, std::string
   return reason.empty();
 }
 
+std::string PrecisionPolicy::layers_support(std::string_view name, Device device) {
+  std::string why;
+  try {
+    const Precision p = parse_precision(name);
+    if (!supported(p, DeviceCaps::query(device), &why)) return why;
+    if (p == Precision::fp8)
+      return "precision fp8: the SDK's layers do not drive scaled fp8 matmuls (matmul_fp8 with "
+             "Fp8DelayedScaling) yet, and running their bf16 storage types instead would report a "
+             "bf16 run as fp8; run bf16";
+  } catch (const Error& e) {
+    return e.message();  // an unknown precision name, or a device that cannot be had
+  }
+  return {};
+}
+
 PrecisionPolicy PrecisionPolicy::create(Precision p, const DeviceCaps& caps) {
   std::string why;
   if (!supported(p, caps, &why)) throw Unsupported(why, __FILE__, __LINE__);
@@ -405,6 +420,20 @@ bool DynamicLossScaler::unscale_and_update(const std::vector<nn::Parameter*>& pa
 std::string DynamicLossScaler::report() const {
   return fmt::format("loss scale {}, {} of {} steps skipped (overflow), {} growths, {} backoffs",
                      scale_, skipped_, steps_, growths_, backoffs_);
+}
+
+// ---- training precision ---------------------------------------------------------------------
+
+TrainingPrecision::TrainingPrecision(std::string_view name, Device device) {
+  const std::string why = PrecisionPolicy::layers_support(name, device);
+  if (!why.empty()) throw Unsupported(why, __FILE__, __LINE__);
+  policy_ = PrecisionPolicy::create(name, device);
+  if (policy_.uses_loss_scaling()) scaler_.emplace(policy_.loss_scale_options());
+}
+
+bool TrainingPrecision::unscale_and_check(const std::vector<nn::Parameter*>& params) {
+  skipped_ = scaler_.has_value() && !scaler_->unscale_and_update(params);
+  return !skipped_;
 }
 
 }  // namespace benchhost

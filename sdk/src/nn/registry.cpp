@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "benchhost/error.hpp"
+#include "benchhost/nn/ops.hpp"
 
 namespace benchhost::nn {
 
@@ -141,19 +142,49 @@ std::vector<std::string> OpRegistry::op_names() const {
   return names;
 }
 
-const OpImpl& OpRegistry::select(const OpDef& def, const OpCall& call, DeviceType device) const {
-  std::string refusals;
+namespace {
+
+bool is_half(const Tensor& t) {
+  return t.defined() && (t.dtype() == DType::f16 || t.dtype() == DType::bf16);
+}
+
+bool has_half(const OpCall& call) {
+  return std::any_of(call.inputs.begin(), call.inputs.end(), is_half) ||
+         std::any_of(call.outputs.begin(), call.outputs.end(), is_half);
+}
+
+// "cast" is the conversion that promotion itself uses: each of its implementations handles the
+// dtypes it accepts by definition, so it is never promoted (that would recurse).
+bool never_promoted(const OpDef& def) { return def.name == "cast"; }
+
+}  // namespace
+
+const OpImpl* OpRegistry::try_select(const OpDef& def, const OpCall& call, DeviceType device,
+                                     std::string& refusals) const {
+  // Note [Half-precision promotion]: only an implementation that states its dtypes (accepts())
+  // is offered f16/bf16 tensors.
+  const bool half = has_half(call) && !never_promoted(def);
   for (const auto& impl : def.impls) {
     if (impl.device != device) continue;
+    if (half && !impl.accepts) {
+      refusals += fmt::format("; {} refused: takes f32 only (no accepts())", impl.name);
+      continue;
+    }
     std::string why = impl.accepts ? impl.accepts(call) : std::string();
     if (why.empty()) {
       if (verbose_ops())
         std::fprintf(stderr, "benchhost_verbose,op,%s,impl,%s,%s%s\n", def.name.c_str(),
                      impl.name.c_str(), describe_call(call).c_str(), refusals.c_str());
-      return impl;
+      return &impl;
     }
     refusals += fmt::format("; {} refused: {}", impl.name, why);
   }
+  return nullptr;
+}
+
+const OpImpl& OpRegistry::select(const OpDef& def, const OpCall& call, DeviceType device) const {
+  std::string refusals;
+  if (const OpImpl* impl = try_select(def, call, device, refusals)) return *impl;
   BH_THROW(Unsupported, "op {} has no implementation for device type {} that accepts ({}) [{}]{}",
            def.name, device == DeviceType::cpu ? "cpu" : "cuda", describe_call(call),
            call.attrs.str(), refusals.empty() ? std::string("; none registered") : refusals);
@@ -167,7 +198,30 @@ void OpRegistry::dispatch(std::string_view op, OpCall& call) const {
       device = t.device().type;
       break;
     }
-  select(def, call, device).run(call);
+  std::string refusals;
+  if (const OpImpl* impl = try_select(def, call, device, refusals)) {
+    impl->run(call);
+    return;
+  }
+  if (!has_half(call) || never_promoted(def)) {
+    select(def, call, device);  // throws with every refusal
+    return;
+  }
+  // Promote (Note [Half-precision promotion]): f32 copies of every f16/bf16 tensor; outputs are
+  // copied too because "+=" outputs accumulate into their current values.
+  auto to_f32 = [](const Tensor& t) { return is_half(t) ? cast(t, DType::f32) : t; };
+  OpCall promoted{{}, {}, call.attrs};
+  for (const Tensor& t : call.inputs) promoted.inputs.push_back(to_f32(t));
+  for (const Tensor& t : call.outputs) promoted.outputs.push_back(to_f32(t));
+  if (verbose_ops())
+    std::fprintf(stderr, "benchhost_verbose,op,%s,promoted_to_f32,%s%s\n", def.name.c_str(),
+                 describe_call(call).c_str(), refusals.c_str());
+  select(def, promoted, device).run(promoted);
+  for (std::size_t i = 0; i < call.outputs.size(); ++i) {
+    if (!is_half(call.outputs[i])) continue;
+    OpCall back{{promoted.outputs[i]}, {call.outputs[i]}, Attrs()};
+    dispatch("cast", back);
+  }
 }
 
 void dispatch(std::string_view op, OpCall& call) { OpRegistry::instance().dispatch(op, call); }

@@ -18,7 +18,9 @@
 /// unit tests compare against. CUDA implementations (sdk/src/nn/cuda/: cuDNN convolutions, our
 /// batch-norm and pooling kernels) take CUDA tensors; they have not yet been run on a GPU.
 ///
-/// Precision: fp32 in, fp32 out, fp32 accumulation. Other dtypes throw Unsupported.
+/// Precision: f32, f16 or bf16 activations (outputs in the input's dtype), fp32 accumulation and
+/// statistics; other dtypes throw Unsupported. Half types run natively where an implementation
+/// takes them and through f32 promotion otherwise (nn/registry.hpp).
 /// Ownership: outputs are new tensors; inputs are never modified except where a function says
 /// it accumulates (`+=`) into a gradient or updates running statistics.
 /// Threading: the functions may be called from several threads (the primitive cache is locked);
@@ -160,6 +162,8 @@ Tensor global_avg_pool_backward(const Tensor& dy, const Shape& x_shape, ImageLay
 
 /// 2-d convolution. Parameters: "weight" [O, I/g, KH, KW] (Kaiming-uniform-initialised by the
 /// caller through nn/init.hpp, zeros here), optional "bias" [O]. Keeps its input for backward.
+/// Computes in the conv class's type of its precision policy (nn/module.hpp, Note [Layers under
+/// a precision policy]); BatchNorm2d and the pooling layers keep their input's dtype.
 class Conv2d : public Layer {
  public:
   Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_h,
@@ -181,7 +185,9 @@ class Conv2d : public Layer {
   bool input_grad_ = true;
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
-  Tensor x_;  // forward input, kept for the weight gradient
+  Tensor x_;  // forward input (in the conv class's type), kept for the weight gradient
+  Tensor w_;  // the weight in that type (Note [Layers under a precision policy])
+  DType input_dtype_ = DType::f32;
   Tensor no_bias_grad_;
 };
 

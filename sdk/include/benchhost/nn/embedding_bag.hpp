@@ -80,10 +80,11 @@ class EmbeddingBag : public Module {
   EmbeddingBag(std::int64_t num_rows, std::int64_t dim, BagPooling pooling = BagPooling::sum,
                bool sparse_grad = true, Device device = Device::cpu());
 
-  /// Pooled embeddings f32 [B, dim].
+  /// Pooled embeddings [B, dim], pooled in f32 and stored in the precision policy's embedding
+  /// type (f32 unless Module::set_precision() chose a half type).
   Tensor forward(const Tensor& indices, const Tensor& offsets = Tensor());
   /// Accumulate the table gradient for the last forward(); calls weight().mark_grad_ready().
-  /// There is no input gradient (row ids are integers).
+  /// There is no input gradient (row ids are integers). dout may be f32, f16 or bf16.
   void backward(const Tensor& dout);
   /// zero_sparse_grad(weight()) when sparse, weight().grad.zero_() otherwise.
   void zero_grad_fast();

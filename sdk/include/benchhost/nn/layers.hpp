@@ -11,6 +11,11 @@
 /// in place in between. Identity cases (Dropout in eval mode or p == 0, activation none) return
 /// their input tensor itself.
 ///
+/// Dtypes: each layer follows its module's precision policy (nn/module.hpp, Note [Layers under
+/// a precision policy]): Linear computes in the matmul class's type, LayerNorm and Embedding
+/// store the norm / embedding class's type, Dropout and activations keep their input's type;
+/// backward returns the input gradient in the input's dtype. Under fp32 nothing is converted.
+///
 /// Initial values: Linear and Embedding weights are N(0, 0.02^2) from benchhost::Rng(init_seed,
 /// stream), biases zero; LayerNorm gamma 1, beta 0. Workloads that need another scheme
 /// re-initialise through nn/init.hpp.
@@ -51,7 +56,8 @@ class Linear : public Layer {
   Activation act_;
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
-  Tensor x_, preact_;
+  Tensor x_, w_, preact_;  // the input, weight and pre-activation in the matmul's type
+  DType input_dtype_ = DType::f32;
 };
 
 /// LayerNorm over the last dim: "weight" (gamma) and "bias" (beta), both weight_decay = false.

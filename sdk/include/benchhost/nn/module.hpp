@@ -19,6 +19,10 @@
 
 #include "benchhost/tensor.hpp"
 
+namespace benchhost {
+class PrecisionPolicy;  // precision.hpp
+}
+
 namespace benchhost::nn {
 
 struct Parameter {
@@ -78,6 +82,18 @@ class Module {
   /// Parameter and buffer pointers, never through Tensor copies taken before the move.
   void to(Device device);
 
+  /// Note [Layers under a precision policy]
+  /// Make every module of the tree follow `policy` (copied; fp32 until set). The SDK's layers ask
+  /// it for the dtype of their outputs per op class: under bf16, Linear multiplies bf16 copies of
+  /// its input and weight (the weight copy is made per forward from the fp32 master and kept for
+  /// backward), LayerNorm and Embedding store bf16 outputs computed in f32, and so on
+  /// (precision.hpp's table); parameters, their gradients and the optimizer stay fp32. A layer's
+  /// backward returns its input gradient in the dtype of its input. Call it after to(device),
+  /// once the model is built; modules added later start at fp32.
+  void set_precision(const PrecisionPolicy& policy);
+  /// The policy this module follows (the fp32 policy until set_precision()).
+  const PrecisionPolicy& precision() const;
+
  protected:
   /// Called by train() on every module of the tree.
   virtual void on_train_mode_change(bool) {}
@@ -91,6 +107,7 @@ class Module {
   std::vector<std::unique_ptr<Parameter>> params_;
   std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> buffers_;
   std::vector<std::unique_ptr<Module>> children_;
+  std::shared_ptr<const PrecisionPolicy> precision_;  // null: fp32
 };
 
 /// A module with one input and one output.

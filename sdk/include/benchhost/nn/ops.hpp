@@ -8,8 +8,14 @@
 ///
 /// Conventions (llm.c style, see nn/module.hpp Note [Modules and backward]):
 /// - Inputs must be on one device; outputs are allocated on it, contiguous.
-/// - Compute is fp32 (accumulation in fp32, or fp64 where noted). Floating inputs must be f32
-///   unless a function says otherwise; convert with cast().
+/// - Compute is fp32 (accumulation in fp32, or fp64 where noted). Floating tensors may be f32,
+///   f16 or bf16, and one call may mix them (bf16 activations, f32 weights and gradient
+///   buffers): an implementation that handles the combination natively runs it, otherwise the
+///   call is computed in f32 and its f16/bf16 outputs rounded once (registry.hpp, Note
+///   [Half-precision promotion]). Outputs take the dtype of the tensor they stand for (y and dx
+///   that of x, dy's for gradients); saved statistics (LayerNormSaved, AttentionSaved::probs,
+///   CrossEntropyResult::log_probs) and losses are f32. Which dtype activations have is the
+///   precision policy's decision (precision.hpp), made by the layers (nn/layers.hpp).
 /// - `*_forward` returns what the matching `*_backward` needs (saved statistics, masks).
 /// - Backward functions that take `Tensor& d<param>` ACCUMULATE into it (+=), so a parameter
 ///   used twice sums its gradients; pass an undefined Tensor to skip that gradient. Gradients

@@ -22,6 +22,20 @@
 /// says "+="); they never resize them. The Tensor-level functions in nn/ops.hpp build the calls;
 /// plugins normally use those and never touch the registry.
 ///
+/// Note [Half-precision promotion]
+/// Mixed-precision runs hand ops f16/bf16 activations (precision.hpp), and a call may mix them
+/// with f32 tensors (bf16 activations, f32 master-weight gradients). An implementation takes such
+/// a call only if its accepts() exists and says yes: an accepts() is where an implementation
+/// states which dtypes it handles, so one without it (the plain references) is never offered
+/// f16/bf16 tensors. When no implementation takes a call that holds f16/bf16 tensors, dispatch
+/// promotes it: every f16/bf16 tensor gets an f32 copy (outputs too, so "+=" outputs keep their
+/// values), the f32 call is dispatched as usual, and each f16/bf16 output receives its f32
+/// result rounded once (op "cast"). That is exactly the numerics of compute in f32, store in the
+/// half type, the policy's rule for every op class but the tensor-core ones; it costs a
+/// conversion pass per tensor, so the ops that matter for speed get native half-precision
+/// implementations (oneDNN bf16 matmul and convolution on the CPU, cuBLASLt/cuDNN on CUDA).
+/// BENCHHOST_VERBOSE_OPS=1 prints each promotion. "cast" itself is never promoted.
+///
 /// Threading: registration happens during static initialisation (or under the registry's mutex
 /// later); dispatch is thread-safe once registration is over. Implementations may use oneTBB or
 /// OpenMP (oneDNN) internally; see benchhost/threading.hpp.
@@ -79,7 +93,7 @@ struct OpImpl {
   /// Higher runs first. Convention: 100 vendor library, 50 our optimised code, 0 reference.
   int priority = 0;
   /// Empty string: accepted. Otherwise the reason for refusing (e.g. "needs f32 inputs").
-  /// (optional: null accepts everything)
+  /// (optional: null accepts every call without f16/bf16 tensors, Note [Half-precision promotion])
   std::function<std::string(const OpCall&)> accepts;
   /// Compute. Throws benchhost errors on bad input.
   std::function<void(OpCall&)> run;
@@ -122,11 +136,16 @@ class OpRegistry {
   /// Choose the implementation for `call` on `device` (first that accepts). Throws Unsupported
   /// listing every refusal when none accepts.
   const OpImpl& select(const OpDef& def, const OpCall& call, DeviceType device) const;
-  /// select() then run. The device is that of the first defined input (CPU if none).
+  /// select() then run. The device is that of the first defined input (CPU if none). A call
+  /// with f16/bf16 tensors that no implementation takes is promoted to f32
+  /// (Note [Half-precision promotion]).
   void dispatch(std::string_view op, OpCall& call) const;
 
  private:
   OpRegistry() = default;
+  /// The first implementation on `device` that takes `call`, or nullptr; appends each refusal.
+  const OpImpl* try_select(const OpDef& def, const OpCall& call, DeviceType device,
+                           std::string& refusals) const;
   std::vector<OpDef> ops_;
 };
 

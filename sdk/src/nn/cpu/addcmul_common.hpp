@@ -51,9 +51,11 @@ inline const Tensor& c_of(const OpCall& call) {
   return call.inputs.size() > 2 ? call.inputs[2] : absent;
 }
 
-/// OpImpl::accepts for the kernels of `device`: "" when a is f32, f16 or bf16 and every defined
-/// tensor is contiguous and on that device type, else the reason. Shapes and mixed dtypes are
-/// not refusals: run() throws InvalidArgument for them (check_call), on every device alike.
+/// OpImpl::accepts for the kernels of `device`: "" when a is f32, f16 or bf16, every defined
+/// tensor has a's dtype, is contiguous and on that device type, else the reason. A registry call
+/// that mixes f16/bf16 with f32 is thus promoted to f32 (registry.hpp); the Tensor-level
+/// functions reject mixed dtypes before dispatch. Shapes are not refusals: run() throws
+/// InvalidArgument for them (check_call), on every device alike.
 inline std::string kernel_refusal(const OpCall& call, DeviceType device) {
   if (call.inputs.empty() || call.outputs.empty()) return "needs inputs {a, b, c?} and outputs {out}";
   const DType t = call.inputs[0].dtype();
@@ -61,6 +63,7 @@ inline std::string kernel_refusal(const OpCall& call, DeviceType device) {
   for (const auto* list : {&call.inputs, &call.outputs})
     for (const Tensor& x : *list) {
       if (!x.defined()) continue;
+      if (x.dtype() != t) return fmt::format("mixed dtypes ({} and {})", dtype_name(t), dtype_name(x.dtype()));
       if (x.device().type != device)
         return fmt::format("{} is not on {}", x.describe(), device == DeviceType::cpu ? "the cpu" : "a cuda device");
       if (!x.is_contiguous()) return fmt::format("{} is not contiguous", x.describe());

@@ -31,10 +31,7 @@ void check_vec(const Tensor& t, std::int64_t c, const char* what) {
 }
 
 ImageDims check_input(const Tensor& x, const BatchNormSpec& s, const char* op) {
-  BH_CHECK_AS(InvalidArgument, x.defined(), "{}: input is undefined", op);
-  if (x.dtype() != DType::f32)
-    BH_THROW(Unsupported, "{}: input has dtype {}; only f32 is implemented", op,
-             dtype_name(x.dtype()));
+  check_floating(x, op, "input");
   return image_dims(x.shape(), s.layout, op);
 }
 
@@ -55,7 +52,7 @@ Tensor batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tens
               shape_str(x.shape()));
   OpCall call;
   call.inputs = {x.contiguous(), gamma, beta, Tensor(), Tensor()};
-  call.outputs = {Tensor::empty(x.shape(), DType::f32, x.device()),
+  call.outputs = {Tensor::empty(x.shape(), x.dtype(), x.device()),
                   Tensor::empty({d.c}, DType::f32, x.device()),
                   Tensor::empty({d.c}, DType::f32, x.device())};
   call.attrs = bn_attrs(s, true);
@@ -84,7 +81,7 @@ Tensor batch_norm_forward_eval(const Tensor& x, const Tensor& gamma, const Tenso
   check_vec(running_var, d.c, "running_var");
   OpCall call;
   call.inputs = {x.contiguous(), gamma, beta, running_mean, running_var};
-  call.outputs = {Tensor::empty(x.shape(), DType::f32, x.device()),
+  call.outputs = {Tensor::empty(x.shape(), x.dtype(), x.device()),
                   Tensor::empty({d.c}, DType::f32, x.device()),
                   Tensor::empty({d.c}, DType::f32, x.device())};
   call.attrs = bn_attrs(s, false);
@@ -116,7 +113,7 @@ Tensor batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamm
   OpCall call;
   call.inputs = {dy.contiguous(), x.contiguous(), gamma, saved.mean, saved.variance,
                  s.fuse_relu ? saved.output.contiguous() : Tensor()};
-  call.outputs = {Tensor::empty(x.shape(), DType::f32, x.device()), dgamma, dbeta};
+  call.outputs = {Tensor::empty(x.shape(), x.dtype(), x.device()), dgamma, dbeta};
   call.attrs = bn_attrs(s, saved.training);
   dispatch("batch_norm_backward", call);
   return call.outputs[0];

@@ -57,17 +57,6 @@ Tensor conv_random(const Shape& shape, std::uint64_t seed) {
 // Public functions
 // ---------------------------------------------------------------------------------------------
 
-namespace {
-
-void check_f32(const Tensor& t, const char* op, const char* what) {
-  BH_CHECK_AS(InvalidArgument, t.defined(), "{}: {} is undefined", op, what);
-  if (t.dtype() != DType::f32)
-    BH_THROW(Unsupported, "{}: {} has dtype {}; only f32 is implemented", op, what,
-             dtype_name(t.dtype()));
-}
-
-}  // namespace
-
 Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dSpec& spec) {
   return image_shape(conv_geometry(x, w, spec).y, spec.layout);
 }
@@ -78,18 +67,18 @@ double conv2d_macs_per_sample(const Shape& x, const Shape& w, const Conv2dSpec& 
 }
 
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dSpec& s) {
-  check_f32(x, "conv2d_forward", "input");
-  check_f32(w, "conv2d_forward", "weight");
+  check_floating(x, "conv2d_forward", "input");
+  check_floating(w, "conv2d_forward", "weight");
   const ConvGeometry g = conv_geometry(x.shape(), w.shape(), s);
   if (bias.defined()) {
-    check_f32(bias, "conv2d_forward", "bias");
+    check_floating(bias, "conv2d_forward", "bias");
     BH_CHECK_AS(InvalidArgument, bias.numel() == g.out_channels,
                 "conv2d_forward: bias has {} elements, expected {} (output channels)",
                 bias.numel(), g.out_channels);
   }
   OpCall call;
   call.inputs = {x.contiguous(), w.contiguous(), bias.defined() ? bias.contiguous() : Tensor()};
-  call.outputs = {Tensor::empty(image_shape(g.y, s.layout), DType::f32, x.device())};
+  call.outputs = {Tensor::empty(image_shape(g.y, s.layout), x.dtype(), x.device())};
   call.attrs = conv_attrs(s);
   dispatch("conv2d_forward", call);
   return call.outputs[0];
@@ -97,15 +86,15 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, cons
 
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
                             const Conv2dSpec& s) {
-  check_f32(dy, "conv2d_backward_data", "output gradient");
-  check_f32(w, "conv2d_backward_data", "weight");
+  check_floating(dy, "conv2d_backward_data", "output gradient");
+  check_floating(w, "conv2d_backward_data", "weight");
   const ConvGeometry g = conv_geometry(x_shape, w.shape(), s);
   BH_CHECK_AS(InvalidArgument, dy.shape() == image_shape(g.y, s.layout),
               "conv2d_backward_data: output gradient {} does not match the forward output {}",
               shape_str(dy.shape()), shape_str(image_shape(g.y, s.layout)));
   OpCall call;
   call.inputs = {dy.contiguous(), w.contiguous()};
-  call.outputs = {Tensor::empty(x_shape, DType::f32, dy.device())};
+  call.outputs = {Tensor::empty(x_shape, dy.dtype(), dy.device())};
   call.attrs = conv_attrs(s);
   dispatch("conv2d_backward_data", call);
   return call.outputs[0];
@@ -113,9 +102,9 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_sh
 
 void conv2d_backward_weights(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& dbias,
                              const Conv2dSpec& s) {
-  check_f32(dy, "conv2d_backward_weights", "output gradient");
-  check_f32(x, "conv2d_backward_weights", "input");
-  check_f32(dw, "conv2d_backward_weights", "weight gradient");
+  check_floating(dy, "conv2d_backward_weights", "output gradient");
+  check_floating(x, "conv2d_backward_weights", "input");
+  check_floating(dw, "conv2d_backward_weights", "weight gradient");
   BH_CHECK_AS(InvalidArgument, dw.is_contiguous(),
               "conv2d_backward_weights: the weight gradient must be contiguous (it accumulates "
               "in place)");
@@ -125,8 +114,8 @@ void conv2d_backward_weights(const Tensor& dy, const Tensor& x, Tensor& dw, Tens
               shape_str(dy.shape()), shape_str(image_shape(g.y, s.layout)));
   if (dbias.defined())
     BH_CHECK_AS(InvalidArgument, dbias.numel() == g.out_channels && dbias.is_contiguous() &&
-                                     dbias.dtype() == DType::f32,
-                "conv2d_backward_weights: bias gradient must be a contiguous f32 [{}]",
+                                     is_floating(dbias.dtype()),
+                "conv2d_backward_weights: bias gradient must be a contiguous floating [{}]",
                 g.out_channels);
   OpCall call;
   call.inputs = {dy.contiguous(), x.contiguous()};

@@ -26,6 +26,16 @@
 
 namespace benchhost::nn::conv_detail {
 
+/// Activations and gradients of the image ops may be f32, f16 or bf16 (ops.hpp's dtype rules;
+/// the registry promotes what an implementation does not take natively).
+inline void check_floating(const Tensor& t, const char* op, const char* what) {
+  BH_CHECK_AS(InvalidArgument, t.defined(), "{}: {} is undefined", op, what);
+  const DType d = t.dtype();
+  if (d != DType::f32 && d != DType::f16 && d != DType::bf16)
+    BH_THROW(Unsupported, "{}: {} has dtype {}; f32, f16 and bf16 are implemented", op, what,
+             dtype_name(d));
+}
+
 inline Attrs conv_attrs(const Conv2dSpec& s) {
   Attrs a;
   a.set_ints("stride", {s.stride_h, s.stride_w});

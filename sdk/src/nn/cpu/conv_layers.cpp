@@ -5,6 +5,9 @@
 
 #include "benchhost/nn/conv.hpp"
 
+#include "benchhost/nn/ops.hpp"
+#include "benchhost/precision.hpp"
+
 namespace benchhost::nn {
 
 Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_h,
@@ -23,18 +26,24 @@ Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
-  x_ = x;
-  return conv2d_forward(x, weight_->value, bias_ ? bias_->value : Tensor(), spec_);
+  // Note [Layers under a precision policy] (nn/module.hpp): the conv class's type for the input
+  // and a per-forward copy of the fp32 master weight, both kept for backward.
+  const DType h = precision().storage_dtype(OpClass::conv);
+  input_dtype_ = x.dtype();
+  x_ = cast(x, h);
+  w_ = cast(weight_->value, h);
+  return conv2d_forward(x_, w_, bias_ ? bias_->value : Tensor(), spec_);
 }
 
 Tensor Conv2d::backward(const Tensor& dy) {
   BH_CHECK_AS(InvalidArgument, x_.defined(), "Conv2d '{}': backward() before forward()", name());
-  conv2d_backward_weights(dy, x_, weight_->grad, bias_ ? bias_->grad : no_bias_grad_, spec_);
+  const Tensor dyh = cast(dy, x_.dtype());
+  conv2d_backward_weights(dyh, x_, weight_->grad, bias_ ? bias_->grad : no_bias_grad_, spec_);
   weight_->mark_grad_ready();
   if (bias_) bias_->mark_grad_ready();
   Tensor dx;
-  if (input_grad_) dx = conv2d_backward_data(dy, weight_->value, x_.shape(), spec_);
-  x_ = Tensor();
+  if (input_grad_) dx = cast(conv2d_backward_data(dyh, w_, x_.shape(), spec_), input_dtype_);
+  x_ = w_ = Tensor();
   return dx;
 }
 

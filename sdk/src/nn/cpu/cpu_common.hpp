@@ -57,6 +57,20 @@ inline std::string require_f32_contiguous(const std::vector<Tensor>& ts) {
   return {};
 }
 
+/// "" if every floating tensor of the call (inputs and outputs) is f32, else the reason: for the
+/// accepts() of kernels that read integer tensors of any type but floating ones only as f32
+/// (Note [Half-precision promotion] in registry.hpp: such a call with f16/bf16 is promoted).
+inline std::string require_floating_f32(const OpCall& c) {
+  for (const auto* list : {&c.inputs, &c.outputs})
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      const Tensor& t = (*list)[i];
+      if (t.defined() && is_floating(t.dtype()) && t.dtype() != DType::f32)
+        return fmt::format("{} {} is {}, needs f32", list == &c.inputs ? "input" : "output", i,
+                           dtype_name(t.dtype()));
+    }
+  return {};
+}
+
 /// Accept f32 contiguous inputs and outputs (the usual requirement of our CPU kernels).
 inline std::string accept_f32(const OpCall& c) {
   std::string why = require_f32_contiguous(c.inputs);

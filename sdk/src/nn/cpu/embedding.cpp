@@ -31,7 +31,7 @@ std::vector<std::int64_t> ids_of(const Tensor& ids, std::int64_t V) {
 std::string accepts(const OpCall& c) {
   for (const Tensor& t : c.outputs)
     if (t.defined() && (t.dtype() != DType::f32 || !t.is_contiguous())) return "outputs must be contiguous f32";
-  return {};
+  return require_floating_f32(c);
 }
 
 void fwd_tbb(OpCall& c) {

@@ -23,8 +23,11 @@
 #include <tbb/parallel_sort.h>
 
 #include "benchhost/error.hpp"
+#include "benchhost/nn/ops.hpp"
 #include "benchhost/nn/registry.hpp"
+#include "benchhost/precision.hpp"
 #include "benchhost/random.hpp"
+#include "nn/cpu/cpu_common.hpp"
 
 namespace benchhost::nn {
 
@@ -404,7 +407,7 @@ const bool registered = [] {
   auto cpu_only = [](const OpCall& c) -> std::string {
     for (const auto& t : c.inputs)
       if (t.defined() && !t.device().is_cpu()) return "needs CPU tensors";
-    return "";
+    return cpu::require_floating_f32(c);
   };
   register_op({"embedding_bag_forward",
                "inputs weight f32 [R, D], indices i32/i64 [B, H] or [N], offsets i64 [B + 1] or "
@@ -496,14 +499,18 @@ Tensor EmbeddingBag::forward(const Tensor& indices, const Tensor& offsets) {
   embedding_bag_forward(out, weight_->value, indices, offsets, pooling_);
   last_indices_ = indices;
   last_offsets_ = offsets;
-  return out;
+  // Pooled in f32 from the f32 table; stored in the embedding class's type (nn/module.hpp,
+  // Note [Layers under a precision policy]).
+  return cast(out, precision().storage_dtype(OpClass::embedding));
 }
 
 void EmbeddingBag::backward(const Tensor& dout) {
   BH_CHECK_AS(InvalidArgument, last_indices_.defined(),
               "EmbeddingBag::backward called before forward");
-  Tensor touched = embedding_bag_backward(dout.is_contiguous() ? dout : dout.contiguous(),
-                                          last_indices_, last_offsets_, pooling_, weight_->grad);
+  // The scatter adds into the f32 table gradient, so it reads an f32 dout ([bags, dim]: small).
+  const Tensor d = cast(dout, DType::f32);
+  Tensor touched = embedding_bag_backward(d.is_contiguous() ? d : d.contiguous(), last_indices_,
+                                          last_offsets_, pooling_, weight_->grad);
   if (sparse_grad_) weight_->sparse_rows = merge_sorted_rows(weight_->sparse_rows, touched);
   weight_->mark_grad_ready();
 }

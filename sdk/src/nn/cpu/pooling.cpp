@@ -107,19 +107,12 @@ void onednn_pool_backward(OpCall& call, bool max) {
   cpu_stream().wait();
 }
 
-void check_f32(const Tensor& t, const char* op, const char* what) {
-  BH_CHECK_AS(InvalidArgument, t.defined(), "{}: {} is undefined", op, what);
-  if (t.dtype() != DType::f32)
-    BH_THROW(Unsupported, "{}: {} has dtype {}; only f32 is implemented", op, what,
-             dtype_name(t.dtype()));
-}
-
 Tensor pool_forward(const Tensor& x, const Pool2dSpec& s, bool max, const char* op) {
-  check_f32(x, op, "input");
+  check_floating(x, op, "input");
   const PoolGeometry g = pool_geometry(x.shape(), s, op);
   OpCall call;
   call.inputs = {x.contiguous()};
-  call.outputs = {Tensor::empty(image_shape(g.y, s.layout), DType::f32, x.device())};
+  call.outputs = {Tensor::empty(image_shape(g.y, s.layout), x.dtype(), x.device())};
   call.attrs = pool_attrs(s);
   dispatch(max ? "max_pool2d_forward" : "avg_pool2d_forward", call);
   return call.outputs[0];
@@ -127,7 +120,7 @@ Tensor pool_forward(const Tensor& x, const Pool2dSpec& s, bool max, const char* 
 
 Tensor pool_backward(const Tensor& dy, const Shape& x_shape, const Pool2dSpec& s, const Tensor* x,
                      const Tensor* y, const char* op) {
-  check_f32(dy, op, "output gradient");
+  check_floating(dy, op, "output gradient");
   const PoolGeometry g = pool_geometry(x_shape, s, op);
   BH_CHECK_AS(InvalidArgument, dy.shape() == image_shape(g.y, s.layout),
               "{}: output gradient {} does not match the forward output {}", op,
@@ -135,15 +128,15 @@ Tensor pool_backward(const Tensor& dy, const Shape& x_shape, const Pool2dSpec& s
   OpCall call;
   call.inputs = {dy.contiguous()};
   if (x != nullptr) {
-    check_f32(*x, op, "forward input");
-    check_f32(*y, op, "forward output");
+    check_floating(*x, op, "forward input");
+    check_floating(*y, op, "forward output");
     BH_CHECK_AS(InvalidArgument, y->shape() == dy.shape(),
                 "{}: forward output {} does not match the output gradient {}", op,
                 shape_str(y->shape()), shape_str(dy.shape()));
     call.inputs.push_back(x->contiguous());
     call.inputs.push_back(y->contiguous());
   }
-  call.outputs = {Tensor::empty(x_shape, DType::f32, dy.device())};
+  call.outputs = {Tensor::empty(x_shape, dy.dtype(), dy.device())};
   call.attrs = pool_attrs(s);
   dispatch(x != nullptr ? "max_pool2d_backward" : "avg_pool2d_backward", call);
   return call.outputs[0];

@@ -10,16 +10,18 @@
 #include <numeric>
 
 #include "nn/cpu/cpu_common.hpp"
+#include "nn/dtype_checks.hpp"
 
 namespace benchhost::nn::cpu {
 namespace {
 
 std::int64_t norm_dim(std::int64_t d, std::int64_t n) { return d < 0 ? d + n : d; }
 
+// Byte copies: any dtype (f16/bf16 included, natively), but one dtype for every tensor.
 std::string accepts_contig(const OpCall& c) {
   for (const Tensor& t : c.inputs)
     if (!t.is_contiguous() || !t.device().is_cpu()) return "needs contiguous cpu tensors";
-  return {};
+  return mixed_dtype_refusal(c);
 }
 
 // pieces: the small tensors; big: the concatenated one. to_big: copy pieces -> big.
@@ -149,7 +151,7 @@ const bool registered =
                        OpImpl{"cpu.ref", DeviceType::cpu, 0, nullptr, split_ref, true}}}) &&
     register_op(OpDef{"permute", "inputs {x}, outputs {y = x.permute(order) contiguous}; ints order",
                       permute_cases, 0, 0,
-                      {OpImpl{"cpu.tbb", DeviceType::cpu, 50, nullptr, permute_tbb, false},
+                      {OpImpl{"cpu.tbb", DeviceType::cpu, 50, mixed_dtype_refusal, permute_tbb, false},
                        OpImpl{"cpu.ref", DeviceType::cpu, 0, nullptr, permute_ref, true}}});
 
 }  // namespace

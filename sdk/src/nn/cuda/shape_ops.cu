@@ -7,6 +7,7 @@
 
 #include "nn/cuda/cuda_common.hpp"
 #include "nn/cuda/elementwise.hpp"
+#include "nn/dtype_checks.hpp"
 
 namespace benchhost::nn::cuda {
 namespace {
@@ -67,7 +68,7 @@ std::string accepts_cuda(const OpCall& c) {
       if (t.defined() && !t.device().is_cuda()) return "needs cuda tensors";
   for (const Tensor& t : c.outputs)
     if (t.defined() && !t.is_contiguous()) return "needs contiguous outputs";
-  return {};
+  return mixed_dtype_refusal(c);  // byte copies: any one dtype
 }
 std::string accepts_contig(const OpCall& c) {
   std::string why = accepts_cuda(c);
