@@ -6,6 +6,7 @@
 
 #include "benchhost/nn/init.hpp"
 #include "benchhost/nn/ops.hpp"
+#include "benchhost/precision.hpp"
 
 namespace benchhost::bert {
 
@@ -86,8 +87,12 @@ BertOutput BertModel::forward(const BertBatch& b, std::uint64_t step) {
   mlm_index_ = b.mlm_index;
   mlm_labels_ = b.mlm_labels;
   Tensor h = nn::embedding_forward(b.mlm_index, flat);
-  mlm_transformed_ = mlm_ln_->forward(mlm_dense_->forward(h));
-  Tensor logits = nn::linear_forward(mlm_transformed_, word_->weight().value, mlm_bias_->value);
+  // The tied decoder is a matmul like any other: in the policy's matmul type, on a copy of the
+  // fp32 word table (Note [Layers under a precision policy]); the loss reads the logits in f32.
+  const DType mm = precision().storage_dtype(OpClass::matmul);
+  mlm_transformed_ = nn::cast(mlm_ln_->forward(mlm_dense_->forward(h)), mm);
+  word_cast_ = nn::cast(word_->weight().value, mm);
+  Tensor logits = nn::linear_forward(mlm_transformed_, word_cast_, mlm_bias_->value);
   mlm_ce_ = nn::softmax_cross_entropy_forward(logits, b.mlm_labels);
   out.mlm_loss = mlm_ce_.loss;
   out.mlm_count = mlm_ce_.count;
@@ -117,20 +122,22 @@ BertOutput BertModel::forward(const BertBatch& b, std::uint64_t step) {
   return out;
 }
 
-void BertModel::backward() {
+void BertModel::backward(float loss_scale) {
   const auto& s = cfg_.shape;
   const std::int64_t rows = hidden_shape_[0] * hidden_shape_[1];
   Tensor dflat = Tensor::zeros({rows, s.hidden}, DType::f32, mlm_transformed_.device());
 
-  Tensor dlogits = nn::softmax_cross_entropy_backward(mlm_ce_, mlm_labels_);
+  Tensor dlogits = nn::cast(nn::softmax_cross_entropy_backward(mlm_ce_, mlm_labels_, 0.0f, -100, loss_scale),
+                            mlm_transformed_.dtype());
   Tensor no_preact;
-  Tensor dt = nn::linear_backward(dlogits, mlm_transformed_, word_->weight().value, no_preact,
-                                  nn::Activation::none, word_->weight().grad, mlm_bias_->grad);
+  Tensor dt = nn::linear_backward(dlogits, mlm_transformed_, word_cast_, no_preact, nn::Activation::none,
+                                  word_->weight().grad, mlm_bias_->grad);
+  word_cast_ = Tensor();
   mlm_bias_->mark_grad_ready();
   Tensor dh = mlm_dense_->backward(mlm_ln_->backward(dt));
   nn::embedding_backward(dh, mlm_index_, dflat);
 
-  Tensor dnsp = nn::softmax_cross_entropy_backward(nsp_ce_, nsp_labels_);
+  Tensor dnsp = nn::softmax_cross_entropy_backward(nsp_ce_, nsp_labels_, 0.0f, -100, loss_scale);
   Tensor dcls = pooler_->backward(nsp_->backward(dnsp));
   nn::embedding_backward(dcls, cls_index_, dflat);
 

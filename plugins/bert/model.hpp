@@ -62,7 +62,9 @@ class BertModel : public nn::Module {
   /// is off. `step` selects the dropout masks (Note [Dropout randomness]).
   BertOutput forward(const BertBatch& batch, std::uint64_t step);
   /// Gradients of the last forward's total loss, accumulated into every parameter's grad.
-  void backward();
+  /// Gradients of the last forward's loss (masked LM + NSP) times `loss_scale` (dynamic loss
+  /// scaling under fp16; 1 otherwise) into every parameter's grad.
+  void backward(float loss_scale = 1.0f);
   const BertConfig& config() const { return cfg_; }
   /// Re-draw every weight: truncated normal(0, init_std) for matrices and embeddings, zero
   /// biases, LayerNorm 1/0. Per-parameter streams from (seed, name) (nn/init.hpp).
@@ -86,6 +88,7 @@ class BertModel : public nn::Module {
   // Saved by forward for backward.
   Shape hidden_shape_;
   Tensor mlm_index_, mlm_labels_, cls_index_, nsp_labels_, mlm_transformed_;
+  Tensor word_cast_;  // the tied decoder weight in the matmul's type, from forward to backward
   nn::CrossEntropyResult mlm_ce_, nsp_ce_;
 };
 

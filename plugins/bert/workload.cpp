@@ -74,7 +74,7 @@ WorkloadInfo BertWorkload::describe() {
   i.metric_target = 0.720;
   i.higher_is_better = true;
   i.devices = {"cpu", "cuda"};  // cuda: fp32 and tf32 (check_support)
-  i.precisions = {"fp32", "tf32"};
+  i.precisions = {"fp32", "tf32", "bf16", "fp16"};  // as the device allows (check_support)
   i.modes = {"ttt", "train", "infer"};
   i.options = options().specs();
   i.configs = {"mlperf.conf", "mini.conf"};
@@ -83,18 +83,9 @@ WorkloadInfo BertWorkload::describe() {
 }
 
 std::string BertWorkload::check_support(const RunContext& ctx) {
-  if (ctx.device.is_cuda()) {
-    std::string why;
-    if (!device_available(ctx.device, &why)) return fmt::format("bert: {} is not available: {}", ctx.device.str(), why);
-    // The CUDA ops take f32 tensors; tf32 is the f32 path with TF32 tensor-core math.
-    if (ctx.precision != "fp32" && ctx.precision != "tf32")
-      return fmt::format("the bert plugin runs fp32 and tf32 on {}, not {} (the transformer ops have no {} path yet)",
-                         ctx.device.str(), ctx.precision, ctx.precision);
-    return {};
-  }
-  if (!ctx.device.is_cpu()) return fmt::format("bert: unsupported device {}", ctx.device.str());
-  if (ctx.precision != "fp32") return fmt::format("the bert plugin supports fp32 only on the CPU, not {}", ctx.precision);
-  return {};
+  // The device must exist and the SDK's layers must run this precision on it.
+  const std::string why = PrecisionPolicy::layers_support(ctx.precision, ctx.device);
+  return why.empty() ? why : "bert: " + why;
 }
 
 void BertWorkload::synchronize() {
@@ -166,6 +157,7 @@ RunInfo BertWorkload::setup(const RunContext& ctx) {
   const auto& t = options();
   const Options& o = ctx.options;
   if (ctx.num_threads > 0) set_num_threads(ctx.num_threads);
+  precision_ = TrainingPrecision(ctx.precision, ctx.device);
   auto& s = cfg_.shape;
   s.layers = t.get_int(o, "layers");
   s.hidden = t.get_int(o, "hidden");
@@ -238,6 +230,7 @@ RunInfo BertWorkload::setup(const RunContext& ctx) {
   if (const auto w = t.get_string(o, "init-weights"); !w.empty()) nn::load_weights(*model_, w);
   if (const auto w = t.get_string(o, "save-initial-weights"); !w.empty()) nn::save_weights(*model_, w);
   model_->to(ctx.device);  // initialised on the CPU: the same weights on every device
+  model_->set_precision(precision_.policy());
   optim::LambOptions lo;
   lo.beta1 = static_cast<float>(t.get_float(o, "lamb-beta1"));
   lo.beta2 = static_cast<float>(t.get_float(o, "lamb-beta2"));
@@ -291,7 +284,7 @@ void BertWorkload::begin_epoch(std::int64_t epoch) {
 }
 
 StepResult BertWorkload::train_step() {
-  const nn::Tf32Scope math(ctx_.precision == "tf32");
+  const auto math = precision_.policy().math_scope();
   if (cursor_ >= static_cast<std::int64_t>(order_.size())) cursor_ = 0;  // throughput runs wrap around
   const std::int64_t avail = static_cast<std::int64_t>(order_.size()) - cursor_;
   const std::int64_t want = packing_ ? std::min(avail, batch_ * max_per_row_) : std::min(avail, batch_);
@@ -303,16 +296,21 @@ StepResult BertWorkload::train_step() {
   const BertOutput out = model_->forward(b, static_cast<std::uint64_t>(step_));
   train_nsp_correct_ += out.nsp_correct;
   train_nsp_count_ += out.nsp_count;
-  model_->backward();
-  if (clip_norm_ > 0) optim::clip_grad_norm(optimizer_->parameters(), clip_norm_);
-  optimizer_->step(*schedule_);
+  model_->backward(precision_.loss_scale());
+  if (precision_.unscale_and_check(optimizer_->parameters())) {
+    if (clip_norm_ > 0) optim::clip_grad_norm(optimizer_->parameters(), clip_norm_);
+    optimizer_->step(*schedule_);
+  }
   optimizer_->zero_grad();
   ++step_;
-  return {used, out.loss};
+  StepResult r{used, out.loss};
+  r.loss_scale = precision_.step_loss_scale();
+  r.update_skipped = precision_.update_skipped();
+  return r;
 }
 
 EvalResult BertWorkload::evaluate() {
-  const nn::Tf32Scope math(ctx_.precision == "tf32");
+  const auto math = precision_.policy().math_scope();
   model_->train(false);
   std::int64_t correct = 0, count = 0, nsp_correct = 0, nsp_count = 0;
   for (std::int64_t first = 0; first < eval_limit_; first += eval_batch_) {
@@ -338,7 +336,7 @@ EvalResult BertWorkload::evaluate() {
 }
 
 StepResult BertWorkload::infer_step() {
-  const nn::Tf32Scope math(ctx_.precision == "tf32");
+  const auto math = precision_.policy().math_scope();
   model_->train(false);
   const std::int64_t n = std::min<std::int64_t>(batch_, train_.count);
   const BertBatch b = batch_to(make_batch(train_, order_, 0, n, n, false, 1, nullptr), ctx_.device);

@@ -9,6 +9,7 @@
 
 #include "benchhost/optim/optimizer.hpp"
 #include "benchhost/optim/schedule.hpp"
+#include "benchhost/precision.hpp"
 #include "benchhost/workload.hpp"
 #include "data.hpp"
 #include "model.hpp"
@@ -45,6 +46,7 @@ class BertWorkload : public Workload {
 
  private:
   RunContext ctx_;
+  TrainingPrecision precision_;
   BertConfig cfg_;
   std::unique_ptr<BertModel> model_;
   std::unique_ptr<optim::Lamb> optimizer_;

@@ -114,7 +114,7 @@ Tensor CrossNet::forward(const Tensor& x0) {
 // Given g = dL/dx_{l+1}:  du_l = g * x0,  dx0 += g * u_l,  dx_l = g + V_l^T W_l^T du_l; and x_0 is
 // x0 itself, so the last g adds to dx0 too.
 Tensor CrossNet::backward(const Tensor& dy) {
-  Tensor dx0 = Tensor::zeros(x0_.shape(), DType::f32, x0_.device());
+  Tensor dx0 = Tensor::zeros(x0_.shape(), x0_.dtype(), x0_.device());
   Tensor g = dy.is_contiguous() ? dy : dy.contiguous();
   for (std::size_t l = down_.size(); l-- > 0;) {
     Tensor du = nn::mul(g, x0_);

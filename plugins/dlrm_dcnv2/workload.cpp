@@ -142,7 +142,7 @@ WorkloadInfo DlrmWorkload::describe() {
   w.metric_target = 0.80275;
   w.higher_is_better = true;
   w.devices = {"cpu", "cuda"};
-  w.precisions = {"fp32", "tf32"};  // tf32: CUDA only (check_support)
+  w.precisions = {"fp32", "tf32", "bf16", "fp16"};  // as the device allows (check_support)
   w.modes = {"ttt", "train", "infer"};
   w.configs = {"mlperf.conf", "mini.conf"};
   w.default_config = "mini.conf";  // runs on a fresh machine; --config mlperf for the reference
@@ -181,19 +181,9 @@ WorkloadInfo DlrmWorkload::describe() {
 }
 
 std::string DlrmWorkload::check_support(const RunContext& ctx) {
-  if (ctx.device.is_cuda()) {
-    std::string why;
-    if (!device_available(ctx.device, &why))
-      return fmt::format("dlrm_dcnv2: {} is not available: {}", ctx.device.str(), why);
-    if (ctx.precision != "fp32" && ctx.precision != "tf32")
-      return fmt::format("dlrm_dcnv2 runs fp32 and tf32 on {}, not {} (no half-precision path yet)",
-                         ctx.device.str(), ctx.precision);
-    return "";
-  }
-  if (!ctx.device.is_cpu()) return fmt::format("dlrm_dcnv2: unsupported device {}", ctx.device.str());
-  if (ctx.precision != "fp32")
-    return fmt::format("dlrm_dcnv2 supports fp32 only on the CPU, not {}", ctx.precision);
-  return "";
+  // The device must exist and the SDK's layers must run this precision on it.
+  const std::string why = PrecisionPolicy::layers_support(ctx.precision, ctx.device);
+  return why.empty() ? why : "dlrm_dcnv2: " + why;
 }
 
 RunInfo DlrmWorkload::setup(const RunContext& ctx) {
@@ -241,6 +231,12 @@ RunInfo DlrmWorkload::setup(const RunContext& ctx) {
   // option says.
   sharding_ = parse_sharding(o.has("embedding-sharding") ? o.get_string("embedding-sharding") : "replicated");
   const bool sharded = sharding_ != Sharding::replicated && world > 1;
+  precision_ = TrainingPrecision(ctx.precision, ctx.device);
+  // The all-to-all exchanges of sharded tables move f32 buffers (sharding.cpp).
+  if (sharded && precision_.policy().storage_dtype(OpClass::embedding) != DType::f32)
+    BH_THROW(Unsupported, "dlrm_dcnv2: {}-wise sharded tables exchange f32 embeddings only; run {} with "
+             "--dlrm_dcnv2.embedding-sharding replicated, or fp32/tf32 with sharding",
+             sharding_name(sharding_), ctx.precision);
   BH_CHECK_AS(InvalidArgument, !sharded || (ctx.communicator != nullptr && ctx.communicator->size() == world),
               "dlrm_dcnv2: {}-wise sharding over {} ranks needs the run's communicator",
               sharding_name(sharding_), world);
@@ -342,6 +338,7 @@ RunInfo DlrmWorkload::setup(const RunContext& ctx) {
   }
   model_->initialize(ctx.seed);  // on the CPU: the same weights on every device
   model_->to(ctx.device);
+  model_->set_precision(precision_.policy());
   optim::AdagradOptions ao;
   ao.epsilon = static_cast<float>(kAdagradEpsilon);
   optimizer_ = std::make_unique<optim::Adagrad>(model_->parameters(), ao);
@@ -397,30 +394,34 @@ Tensor DlrmWorkload::logits_for(const Tensor& dense, const std::vector<Tensor>& 
 }
 
 StepResult DlrmWorkload::train_step() {
-  const nn::Tf32Scope math(ctx_.precision == "tf32");
+  const auto math = precision_.policy().math_scope();
   const criteo::Batch& b = next_batch();
   const int world = std::max(1, ctx_.world_size);
   model_->train(true);
   Tensor logits = logits_for(b.dense, b.sparse, std::vector<std::int64_t>(static_cast<std::size_t>(world), local_batch_));
   const Tensor labels = b.labels.to(ctx_.device);
   const float loss = nn::bce_with_logits_forward(logits, labels);
+  const float scale = precision_.loss_scale();
   if (!std::isfinite(loss))
     BH_THROW(Diverged, "dlrm_dcnv2: training loss became {} at step {}", loss, steps_);
   if (exchange_) {
     // Note [Table-wise sharding]: dlogits / world, so that the summed gradients are the
     // global-batch mean for the dense layers and the tables alike.
     exchange_->backward(model_->interact_backward(
-        nn::bce_with_logits_backward(logits, labels, 1.0f / static_cast<float>(world))));
+        nn::bce_with_logits_backward(logits, labels, scale / static_cast<float>(world))));
   } else {
-    model_->backward(nn::bce_with_logits_backward(logits, labels));
+    model_->backward(nn::bce_with_logits_backward(logits, labels, scale));
   }
-  reduce_gradients();
-  optimizer_->step(learning_rate_);
+  reduce_gradients();  // every rank then sees the same gradients, and decides alike
+  if (precision_.unscale_and_check(optimizer_->parameters())) optimizer_->step(learning_rate_);
   model_->zero_grad_fast();
   ++steps_;
   cursor_ += global_batch_;
   batch_ready_ = false;
-  return {local_batch_, static_cast<double>(loss)};
+  StepResult r{local_batch_, static_cast<double>(loss)};
+  r.loss_scale = precision_.step_loss_scale();
+  r.update_skipped = precision_.update_skipped();
+  return r;
 }
 
 // Note [DLRM parallelism] in workload.hpp.
@@ -476,7 +477,7 @@ void DlrmWorkload::reduce_gradients() {
 }
 
 EvalResult DlrmWorkload::evaluate() {
-  const nn::Tf32Scope math(ctx_.precision == "tf32");
+  const auto math = precision_.policy().math_scope();
   model_->train(false);
   metrics::AucAccumulator auc;
   // Every rank's share of the evaluation set (chunk_count; the synthetic source evaluates one
@@ -506,7 +507,7 @@ EvalResult DlrmWorkload::evaluate() {
     for (const auto& s : b.sparse) sparse.push_back(n == b.size() ? s : s.slice(0, 0, n));
     Tensor logits = logits_for(n == b.size() ? b.dense : b.dense.slice(0, 0, n), sparse, sizes);
     if (n == 0) continue;
-    const Tensor probs = nn::sigmoid(logits).to(Device::cpu());
+    const Tensor probs = nn::cast(nn::sigmoid(logits), DType::f32).to(Device::cpu());
     const Tensor labels = b.labels.slice(0, 0, n);
     auc.add(std::span<const float>(probs.data<float>(), n),
             std::span<const float>(labels.data<float>(), n));
@@ -521,7 +522,7 @@ EvalResult DlrmWorkload::evaluate() {
 }
 
 StepResult DlrmWorkload::infer_step() {
-  const nn::Tf32Scope math(ctx_.precision == "tf32");
+  const auto math = precision_.policy().math_scope();
   model_->train(false);
   const criteo::Batch& b = next_batch();
   if (synthetic_.empty()) {

@@ -31,6 +31,7 @@
 
 #include "benchhost/metrics/auc.hpp"
 #include "benchhost/optim/optimizer.hpp"
+#include "benchhost/precision.hpp"
 #include "benchhost/workload.hpp"
 #include "criteo.hpp"
 #include "model.hpp"
@@ -69,6 +70,7 @@ class DlrmWorkload : public benchhost::Workload {
   void reduce_gradients();
 
   benchhost::RunContext ctx_;
+  benchhost::TrainingPrecision precision_;
   DlrmConfig config_;
   std::unique_ptr<DlrmDcnV2> model_;
   Sharding sharding_ = Sharding::replicated;

@@ -6,6 +6,7 @@
 
 #include "benchhost/nn/init.hpp"
 #include "benchhost/nn/ops.hpp"
+#include "benchhost/precision.hpp"
 
 namespace benchhost::gpt3 {
 
@@ -73,8 +74,12 @@ double GptModel::forward(const Tensor& tokens, const Tensor& targets, std::uint6
   mask.causal = true;
   for (auto* layer : layers_) x = layer->forward(x, mask);
   hidden_shape_ = x.shape();
-  final_ = ln_f_->forward(x).view({B * T, s.hidden});
-  Tensor logits = nn::linear_forward(final_, wte_->weight().value, Tensor());
+  // The tied output projection is a matmul like any other: in the policy's matmul type, on a
+  // copy of the fp32 table (Note [Layers under a precision policy]); the loss reads it in f32.
+  const DType mm = precision().storage_dtype(OpClass::matmul);
+  final_ = nn::cast(ln_f_->forward(x).view({B * T, s.hidden}), mm);
+  wte_cast_ = nn::cast(wte_->weight().value, mm);
+  Tensor logits = nn::linear_forward(final_, wte_cast_, Tensor());
   targets_ = targets.dtype() == DType::i64 ? targets.reshape({B * T}) : targets.to(DType::i64).reshape({B * T});
   ce_ = nn::softmax_cross_entropy_forward(logits, targets_);
   last_loss_ = ce_.loss;
@@ -83,11 +88,12 @@ double GptModel::forward(const Tensor& tokens, const Tensor& targets, std::uint6
   return last_loss_;
 }
 
-void GptModel::backward() {
-  Tensor dlogits = nn::softmax_cross_entropy_backward(ce_, targets_);
+void GptModel::backward(float loss_scale) {
+  Tensor dlogits = nn::cast(nn::softmax_cross_entropy_backward(ce_, targets_, 0.0f, -100, loss_scale), final_.dtype());
   Tensor no_bias, no_preact;
-  Tensor dfinal = nn::linear_backward(dlogits, final_, wte_->weight().value, no_preact, nn::Activation::none,
+  Tensor dfinal = nn::linear_backward(dlogits, final_, wte_cast_, no_preact, nn::Activation::none,
                                       wte_->weight().grad, no_bias);
+  wte_cast_ = Tensor();
   Tensor dx = ln_f_->backward(dfinal.view(hidden_shape_));
   for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) dx = (*it)->backward(dx);
   dx = drop_->backward(dx);

@@ -36,7 +36,9 @@ class GptModel : public nn::Module {
   /// Sum of per-token losses and the token count of the last forward (for perplexity).
   double last_loss_sum() const { return last_loss_ * static_cast<double>(last_count_); }
   std::int64_t last_count() const { return last_count_; }
-  void backward();
+  /// Gradients of the last forward's loss times `loss_scale` (dynamic loss scaling under fp16;
+  /// 1 otherwise) into every parameter's grad.
+  void backward(float loss_scale = 1.0f);
   void initialize(std::uint64_t seed);
   const GptConfig& config() const { return cfg_; }
 
@@ -50,6 +52,7 @@ class GptModel : public nn::Module {
   nn::LayerNorm* ln_f_ = nullptr;
   Shape hidden_shape_;
   Tensor final_, targets_;
+  Tensor wte_cast_;  // the tied output weight in the matmul's type, from forward to backward
   nn::CrossEntropyResult ce_;
   double last_loss_ = 0;
   std::int64_t last_count_ = 0;

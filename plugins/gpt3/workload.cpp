@@ -70,8 +70,8 @@ WorkloadInfo GptWorkload::describe() {
   i.metric_name = "log_perplexity";
   i.metric_target = 2.69;
   i.higher_is_better = false;
-  i.devices = {"cpu", "cuda"};  // cuda: fp32 and tf32 (check_support)
-  i.precisions = {"fp32", "tf32"};
+  i.devices = {"cpu", "cuda"};
+  i.precisions = {"fp32", "tf32", "bf16", "fp16"};  // as the device allows (check_support)
   i.modes = {"ttt", "train", "infer"};
   i.options = options().specs();
   i.configs = {"mlperf.conf", "mini.conf", "125m.conf", "350m.conf", "760m.conf", "1.3b.conf",
@@ -81,18 +81,9 @@ WorkloadInfo GptWorkload::describe() {
 }
 
 std::string GptWorkload::check_support(const RunContext& ctx) {
-  if (ctx.device.is_cuda()) {
-    std::string why;
-    if (!device_available(ctx.device, &why)) return fmt::format("gpt3: {} is not available: {}", ctx.device.str(), why);
-    // The CUDA ops take f32 tensors; tf32 is the f32 path with TF32 tensor-core math.
-    if (ctx.precision != "fp32" && ctx.precision != "tf32")
-      return fmt::format("the gpt3 plugin runs fp32 and tf32 on {}, not {} (the transformer ops have no {} path yet)",
-                         ctx.device.str(), ctx.precision, ctx.precision);
-    return {};
-  }
-  if (!ctx.device.is_cpu()) return fmt::format("gpt3: unsupported device {}", ctx.device.str());
-  if (ctx.precision != "fp32") return fmt::format("the gpt3 plugin supports fp32 only on the CPU, not {}", ctx.precision);
-  return {};
+  // The device must exist and the SDK's layers must run this precision on it.
+  const std::string why = PrecisionPolicy::layers_support(ctx.precision, ctx.device);
+  return why.empty() ? why : "gpt3: " + why;
 }
 
 namespace {
@@ -184,7 +175,9 @@ RunInfo GptWorkload::setup(const RunContext& ctx) {
   // Refuse what cannot fit before touching any data or allocating any weight.
   const double gib = t.get_float(o, "device-memory-gib");
   const double device_bytes = gib > 0 ? gib * 1024.0 * 1024.0 * 1024.0 : device_memory_bytes(ctx.device);
-  const lm::MemoryPlan plan = lm::plan_gpt_memory(s, batch_, ctx.precision != "fp32", device_bytes,
+  precision_ = TrainingPrecision(ctx.precision, ctx.device);
+  const bool half_activations = precision_.policy().storage_dtype(OpClass::matmul) != DType::f32;
+  const lm::MemoryPlan plan = lm::plan_gpt_memory(s, batch_, half_activations, device_bytes,
                                                   gib > 0 ? ctx.device.str() + " (as set by gpt3.device-memory-gib)" : ctx.device.str());
   if (!plan.fits) throw OutOfMemory(plan.message, static_cast<std::size_t>(plan.total_bytes), __FILE__, __LINE__);
 
@@ -231,6 +224,7 @@ RunInfo GptWorkload::setup(const RunContext& ctx) {
   if (const auto w = t.get_string(o, "init-weights"); !w.empty()) nn::load_weights(*model_, w);
   if (const auto w = t.get_string(o, "save-initial-weights"); !w.empty()) nn::save_weights(*model_, w);
   model_->to(ctx.device);  // initialised on the CPU: the same weights on every device
+  model_->set_precision(precision_.policy());
   optim::AdamOptions ao;
   ao.beta1 = static_cast<float>(t.get_float(o, "adam-beta1"));
   ao.beta2 = static_cast<float>(t.get_float(o, "adam-beta2"));
@@ -291,7 +285,7 @@ void GptWorkload::fill_window(const std::vector<std::int32_t>& tokens, std::int6
 }
 
 StepResult GptWorkload::train_step() {
-  const nn::Tf32Scope math(ctx_.precision == "tf32");
+  const auto math = precision_.policy().math_scope();
   const std::int64_t T = cfg_.shape.seq_len;
   std::vector<std::int32_t> in(batch_ * T), tgt(batch_ * T);
   for (std::int64_t b = 0; b < batch_; ++b) {
@@ -302,16 +296,21 @@ StepResult GptWorkload::train_step() {
   const Tensor targets = Tensor::from_vector_i32(tgt, {batch_, T}, ctx_.device);
   model_->train(true);
   const double loss = model_->forward(tokens, targets, static_cast<std::uint64_t>(step_));
-  model_->backward();
-  if (clip_norm_ > 0) optim::clip_grad_norm(optimizer_->parameters(), clip_norm_);
-  optimizer_->step(*schedule_);
+  model_->backward(precision_.loss_scale());
+  if (precision_.unscale_and_check(optimizer_->parameters())) {
+    if (clip_norm_ > 0) optim::clip_grad_norm(optimizer_->parameters(), clip_norm_);
+    optimizer_->step(*schedule_);
+  }
   optimizer_->zero_grad();
   ++step_;
-  return {batch_, loss};
+  StepResult r{batch_, loss};
+  r.loss_scale = precision_.step_loss_scale();
+  r.update_skipped = precision_.update_skipped();
+  return r;
 }
 
 EvalResult GptWorkload::evaluate() {
-  const nn::Tf32Scope math(ctx_.precision == "tf32");
+  const auto math = precision_.policy().math_scope();
   const std::int64_t T = cfg_.shape.seq_len;
   model_->train(false);
   double nll = 0;
@@ -329,7 +328,7 @@ EvalResult GptWorkload::evaluate() {
 }
 
 StepResult GptWorkload::infer_step() {
-  const nn::Tf32Scope math(ctx_.precision == "tf32");
+  const auto math = precision_.policy().math_scope();
   const std::int64_t T = cfg_.shape.seq_len;
   std::vector<std::int32_t> in(batch_ * T), tgt(batch_ * T);
   for (std::int64_t b = 0; b < batch_; ++b)

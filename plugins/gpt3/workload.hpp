@@ -10,6 +10,7 @@
 
 #include "benchhost/optim/optimizer.hpp"
 #include "benchhost/optim/schedule.hpp"
+#include "benchhost/precision.hpp"
 #include "benchhost/workload.hpp"
 #include "model.hpp"
 #include "options.hpp"
@@ -43,6 +44,7 @@ class GptWorkload : public Workload {
   void fill_window(const std::vector<std::int32_t>& tokens, std::int64_t window, std::int32_t* in, std::int32_t* tgt) const;
 
   RunContext ctx_;
+  TrainingPrecision precision_;
   GptConfig cfg_;
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<optim::AdamW> optimizer_;

@@ -48,14 +48,20 @@ BatchNormSpec bn_spec(const ResNetConfig& c, bool relu) {
 
 }  // namespace
 
-// On the CPU these three are fused single loops; on a device they go through the SDK's ops
-// (residual add, then relu; relu's backward on its output, which is positive exactly where its
-// input was).
+// On the CPU in f32 these three are fused single loops; on a device or in a half type they go
+// through the SDK's ops (residual add, then relu; relu's backward on its output, which is
+// positive exactly where its input was).
+namespace {
+bool fused_cpu_f32(const Tensor& a, const Tensor& b) {
+  return a.device().is_cpu() && a.dtype() == DType::f32 && b.dtype() == DType::f32;
+}
+}  // namespace
+
 void add_relu_(Tensor& a, const Tensor& b) {
   BH_CHECK_AS(InvalidArgument, a.shape() == b.shape() && a.is_contiguous() && b.is_contiguous(),
               "add_relu_: shapes {} and {} must match and be contiguous", shape_str(a.shape()),
               shape_str(b.shape()));
-  if (!a.device().is_cpu()) {
+  if (!fused_cpu_f32(a, b)) {
     nn::add_(a, b);
     a = nn::relu(a);  // a fresh tensor: `a` (the caller's handle) now names it
     return;
@@ -74,7 +80,7 @@ Tensor relu_mask_backward(const Tensor& dy, const Tensor& out) {
   BH_CHECK_AS(InvalidArgument, dy.shape() == out.shape(),
               "relu_mask_backward: gradient {} does not match the output {}", shape_str(dy.shape()),
               shape_str(out.shape()));
-  if (!dy.device().is_cpu()) return nn::activation_backward(dy, out, nn::Activation::relu);
+  if (!fused_cpu_f32(dy, out)) return nn::activation_backward(nn::cast(dy, out.dtype()), out, nn::Activation::relu);
   const Tensor g = dy.contiguous();
   Tensor r = Tensor::empty(dy.shape());
   const float* pg = g.data<float>();
@@ -127,7 +133,7 @@ Tensor Bottleneck::backward(const Tensor& dy) {
   Tensor dx = conv1_->backward(bn1_->backward(
       conv2_->backward(bn2_->backward(conv3_->backward(bn3_->backward(d))))));
   const Tensor dshort = proj_conv_ ? proj_conv_->backward(proj_bn_->backward(d)) : d;
-  if (!dx.device().is_cpu()) {
+  if (!fused_cpu_f32(dx, dshort)) {
     nn::add_(dx, dshort);
   } else {  // the shortcut's gradient joins the main branch's
     float* a = dx.data<float>();

@@ -171,8 +171,8 @@ WorkloadInfo ResNetWorkload::describe() {
   i.metric_name = "top1_accuracy";
   i.metric_target = 0.759;
   i.higher_is_better = true;
-  i.devices = {"cpu", "cuda"};  // cuda: fp32 and tf32 (check_support)
-  i.precisions = {"fp32", "tf32"};
+  i.devices = {"cpu", "cuda"};
+  i.precisions = {"fp32", "tf32", "bf16", "fp16"};  // as the device allows (check_support)
   i.modes = {"ttt", "train", "infer"};
   i.options = option_specs();
   i.configs = {"mlperf.conf", "sgd.conf", "mini.conf"};
@@ -181,22 +181,9 @@ WorkloadInfo ResNetWorkload::describe() {
 }
 
 std::string ResNetWorkload::check_support(const RunContext& ctx) {
-  if (ctx.device.is_cuda()) {
-    std::string why;
-    if (!device_available(ctx.device, &why)) return fmt::format("resnet50: {} is not available: {}", ctx.device.str(), why);
-    // The CUDA ops take f32 tensors; tf32 is the f32 path with TF32 tensor-core math.
-    if (ctx.precision != "fp32" && ctx.precision != "tf32")
-      return fmt::format("resnet50 on {} runs fp32 and tf32 only: the CUDA convolution, batch-norm "
-                         "and pooling ops have no {} path yet",
-                         ctx.device.str(), ctx.precision);
-    return {};
-  }
-  if (!ctx.device.is_cpu()) return fmt::format("resnet50: unsupported device {}", ctx.device.str());
-  if (ctx.precision != "fp32")
-    return fmt::format("resnet50 on the CPU runs fp32 only: the oneDNN convolution, batch-norm and "
-                       "pooling ops have no {} path yet",
-                       ctx.precision);
-  return {};
+  // The device must exist and the SDK's layers must run this precision on it.
+  const std::string why = PrecisionPolicy::layers_support(ctx.precision, ctx.device);
+  return why.empty() ? why : "resnet50: " + why;
 }
 
 ResNetConfig ResNetWorkload::model_config(const Options& o) {
@@ -219,6 +206,7 @@ RunInfo ResNetWorkload::setup(const RunContext& ctx) {
   const std::string why = check_support(ctx);
   if (!why.empty()) BH_THROW(Unsupported, "{}", why);
 
+  precision_ = TrainingPrecision(ctx.precision, ctx.device);
   const ResNetConfig cfg = model_config(o);
   model_ = std::make_unique<ResNet>(cfg);
   model_->initialize(ctx.seed);
@@ -226,6 +214,7 @@ RunInfo ResNetWorkload::setup(const RunContext& ctx) {
   if (const std::string w = option(o, "save-initial-weights"); !w.empty())
     nn::save_weights(*model_, w);
   model_->to(ctx.device);  // initialised on the CPU: the same weights on every device
+  model_->set_precision(precision_.policy());
 
   batch_size_ = ctx.batch_size > 0 ? ctx.batch_size : get_int(o, "batch-size");
   BH_CHECK_AS(InvalidArgument, batch_size_ >= (ctx.mode == "infer" ? 1 : 2),
@@ -439,7 +428,7 @@ void ResNetWorkload::prepare_batch() {
 }
 
 StepResult ResNetWorkload::train_step() {
-  const nn::Tf32Scope math(ctx_.precision == "tf32");
+  const auto math = precision_.policy().math_scope();
   if (!batch_) prepare_batch();
   const data::Batch batch = std::move(*batch_);
   batch_.reset();
@@ -448,23 +437,28 @@ StepResult ResNetWorkload::train_step() {
   const Tensor logits = model_->forward(as_model_input(images, model_->config()));
   const nn::CrossEntropyResult ce =
       nn::softmax_cross_entropy_forward(logits, labels, label_smoothing_);
-  model_->backward(nn::softmax_cross_entropy_backward(ce, labels, label_smoothing_));
-  if (data_parallel_) data_parallel_->finish();
-  optimizer_->step(*schedule_);
+  model_->backward(nn::softmax_cross_entropy_backward(ce, labels, label_smoothing_, -100,
+                                                      precision_.loss_scale()));
+  if (data_parallel_) data_parallel_->finish();  // every rank then sees the same gradients
+  if (precision_.unscale_and_check(optimizer_->parameters())) optimizer_->step(*schedule_);
   optimizer_->zero_grad();
-  return {batch.size(), static_cast<double>(ce.loss)};
+  StepResult r{batch.size(), static_cast<double>(ce.loss)};
+  r.loss_scale = precision_.step_loss_scale();
+  r.update_skipped = precision_.update_skipped();
+  return r;
 }
 
 EvalResult ResNetWorkload::evaluate() {
   BH_CHECK_AS(InvalidArgument, eval_source_ != nullptr,
               "resnet50: no evaluation set (synthetic data has none); use a real dataset for ttt");
-  const nn::Tf32Scope math(ctx_.precision == "tf32");
+  const auto math = precision_.policy().math_scope();
   model_->train(false);
   std::int64_t correct = 0, total = 0;
   eval_source_->start_epoch(0);
   while (auto b = eval_source_->next()) {
-    const Tensor logits =
-        model_->forward(as_model_input((*b)["image"], model_->config())).to(Device::cpu()).contiguous();
+    const Tensor logits = nn::cast(model_->forward(as_model_input((*b)["image"], model_->config())), DType::f32)
+                              .to(Device::cpu())
+                              .contiguous();
     const Tensor labels = (*b)["label"].to(Device::cpu()).to(DType::i64);
     const std::int64_t n = logits.size(0), classes = logits.size(1);
     const float* p = logits.data<float>();
@@ -488,7 +482,7 @@ EvalResult ResNetWorkload::evaluate() {
 }
 
 StepResult ResNetWorkload::infer_step() {
-  const nn::Tf32Scope math(ctx_.precision == "tf32");
+  const auto math = precision_.policy().math_scope();
   if (!infer_images_.defined()) {
     prepare_batch();
     infer_images_ = as_model_input((*batch_)["image"], model_->config());

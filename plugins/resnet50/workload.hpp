@@ -20,6 +20,7 @@
 #include "benchhost/data/pipeline.hpp"
 #include "benchhost/optim/optimizer.hpp"
 #include "benchhost/optim/schedule.hpp"
+#include "benchhost/precision.hpp"
 #include "benchhost/workload.hpp"
 #include "resnet.hpp"
 
@@ -57,6 +58,7 @@ class ResNetWorkload final : public Workload {
 
  private:
   RunContext ctx_;
+  TrainingPrecision precision_;
   std::unique_ptr<ResNet> model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::Schedule> schedule_;

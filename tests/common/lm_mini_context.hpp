@@ -48,6 +48,9 @@ struct MiniRun {
   std::int64_t samples = 0;
   bool reached = false;
   bool finite_loss = true;  ///< false: a training loss was NaN/Inf and the run stopped there
+  std::int64_t steps = 0;            ///< train_step() calls
+  std::int64_t updates_skipped = 0;  ///< steps that reported StepResult::update_skipped
+  double loss_scale = 0;             ///< the last step's StepResult::loss_scale
 };
 
 inline MiniRun train_to_target(Workload& w, const RunInfo& info, double target, bool higher_is_better,
@@ -62,6 +65,9 @@ inline MiniRun train_to_target(Workload& w, const RunInfo& info, double target, 
       const StepResult r = w.train_step();
       done += r.samples;
       run.samples += r.samples;
+      ++run.steps;
+      run.updates_skipped += r.update_skipped ? 1 : 0;
+      run.loss_scale = r.loss_scale;
       if (!std::isfinite(r.loss)) {
         run.finite_loss = false;
         return run;

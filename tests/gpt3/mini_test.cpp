@@ -36,6 +36,36 @@ TEST(Gpt3Mini, ReachesTheTargetFromAFixedSeed) {
   EXPECT_TRUE(run.reached);
 }
 
+// The same mini run under the mixed-precision policies (bf16, and fp16 with dynamic loss scaling;
+// on the CPU both emulated: half-precision storage, f32 arithmetic): the model must still reach the
+// fp32 target, which a policy that mangled a conversion or a loss scale would not.
+class Gpt3MiniPrecision : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Gpt3MiniPrecision, ReachesTheTargetFromAFixedSeed) {
+  if (text::default_kjv_path().empty()) GTEST_SKIP() << "bible-kjv-text is not installed";
+  gpt3::GptWorkload w;
+  RunContext ctx = mini_context();
+  ctx.precision = GetParam();
+  ASSERT_EQ(gpt3::GptWorkload::check_support(ctx), "");
+  const RunInfo info = w.setup(ctx);
+  const auto run = test_support::train_to_target(w, info, w.metric_target(), /*higher_is_better=*/false);
+  ASSERT_TRUE(run.finite_loss);
+  std::printf("gpt3 mini %s: validation log perplexity %.4f after %lld samples, %lld of %lld updates skipped, "
+              "loss scale %g (target %.4f)\n", ctx.precision.c_str(), run.metric, static_cast<long long>(run.samples),
+              static_cast<long long>(run.updates_skipped), static_cast<long long>(run.steps), run.loss_scale,
+              w.metric_target());
+  EXPECT_TRUE(run.reached);
+  if (ctx.precision == "fp16") {
+    EXPECT_GT(run.loss_scale, 1.0) << "fp16 reports its dynamic loss scale";
+    EXPECT_LT(run.updates_skipped * 20, run.steps) << "at most 5% of the updates may overflow";
+  } else {
+    EXPECT_EQ(run.loss_scale, 0.0) << "bf16 needs no loss scaling";
+    EXPECT_EQ(run.updates_skipped, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, Gpt3MiniPrecision, ::testing::Values("bf16", "fp16"));
+
 TEST(Gpt3Modes, SyntheticTrainAndInferAtAnySize) {
   for (std::int64_t batch : {1, 3}) {
     RunContext ctx = mini_context({{"seq-len", "16"}, {"layers", "1"}});

@@ -292,11 +292,19 @@ TEST(ResNet50Workload, SyntheticThroughputAndInference) {
 
 TEST(ResNet50Workload, SupportAndOptionErrors) {
   RunContext ctx = context({});
-  ctx.precision = "bf16";
-  EXPECT_NE(ResNetWorkload::check_support(ctx), "");
+  for (const char* p : {"fp32", "bf16", "fp16"}) {  // bf16/fp16: emulated on the CPU
+    ctx.precision = p;
+    EXPECT_EQ(ResNetWorkload::check_support(ctx), "") << p;
+  }
+  ctx.precision = "tf32";  // a CUDA math mode
+  EXPECT_NE(ResNetWorkload::check_support(ctx).find("tf32"), std::string::npos);
+  ctx.precision = "fp8";
+  EXPECT_NE(ResNetWorkload::check_support(ctx).find("fp8"), std::string::npos);
+  ctx.precision = "fp64";
+  EXPECT_NE(ResNetWorkload::check_support(ctx).find("unknown precision"), std::string::npos);
   ctx.precision = "fp32";
   ctx.device = Device::cuda(0);
-  EXPECT_NE(ResNetWorkload::check_support(ctx), "");
+  if (!device_available(ctx.device)) EXPECT_NE(ResNetWorkload::check_support(ctx), "");
   ResNetWorkload w;
   EXPECT_THROW(w.setup(context({{"optimizer", "adam"}, {"dataset", "synthetic"}, {"blocks", "1"},
                                 {"image-size", "16"}, {"batch-size", "2"}})),

@@ -25,11 +25,13 @@
 /// Note [Precision on CPU]
 /// tf32 is a CUDA math mode and fp8 needs Hopper tensor cores: on CPU both are Unsupported
 /// (SKIPPED), never silently run as fp32. fp16 and bf16 on CPU are supported as *emulation*
-/// (policy.emulated() == true): the storage types are as in the table, and an op that cannot
-/// store that type natively must round its outputs through it (round_to_storage()) while
-/// computing in fp32. That reproduces the numerics (rounding, fp16 overflow and hence loss
-/// scaling) of mixed precision; it says nothing about mixed-precision speed, and reports carry
-/// "emulated" in the policy's describe() so a CPU fp16 number is never mistaken for a fast one.
+/// (policy.emulated() == true): activations are real f16/bf16 tensors with the storage types of
+/// the table, and the CPU ops, which compute in fp32, read them through the registry's f32
+/// promotion and round their outputs once (nn/registry.hpp, Note [Half-precision promotion]).
+/// That reproduces the numerics (rounding, fp16 overflow and hence loss scaling) of mixed
+/// precision; it says nothing about mixed-precision speed (the conversions make it slower than
+/// fp32), and reports carry "emulated" in the policy's describe() so a CPU fp16 number is never
+/// mistaken for a fast one. Models follow a policy through nn::Module::set_precision().
 ///
 /// Device requirements on CUDA: fp16 needs sm_70+, tf32 and bf16 need sm_80+ (Ampere), fp8
 /// needs sm_90+ (Hopper). Note that the policy only decides types; the CUDA kernels that execute

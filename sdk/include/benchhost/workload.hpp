@@ -93,7 +93,7 @@ class Options {
 struct RunContext {
   std::string mode;       ///< "ttt", "train", "infer", "loader"
   Device device;
-  std::string precision;  ///< "fp32", "tf32", "fp16", "bf16", "fp8"
+  std::string precision = "fp32";  ///< "fp32", "tf32", "fp16", "bf16", "fp8"
   std::uint64_t seed = 0;
   std::int64_t batch_size = 0;  ///< per rank; 0 = the workload's configured default
   int rank = 0;
@@ -121,9 +121,18 @@ struct RunInfo {
   double metric_target = 0;
 };
 
+/// What one train_step (or infer_step) did. Aggregate: `return {batch, loss};` leaves the
+/// mixed-precision fields at "no loss scaling". See bh_step_result for the meaning of each field.
 struct StepResult {
-  std::int64_t samples = 0;
-  double loss = std::numeric_limits<double>::quiet_NaN();
+  std::int64_t samples = 0;  ///< samples this rank consumed, skipped updates included
+  double loss = std::numeric_limits<double>::quiet_NaN();  ///< NaN: not computed (inference)
+  /// Dynamic loss scale in use after this step (fp16, e.g. DynamicLossScaler::scale());
+  /// 0 = this workload does no loss scaling. Since ABI 1.2.
+  double loss_scale = 0;
+  /// The optimizer update of this step was skipped because the scaled gradients overflowed
+  /// (DynamicLossScaler::unscale_and_update returned false). The host counts these and reports
+  /// them. Since ABI 1.2.
+  bool update_skipped = false;
 };
 
 struct EvalResult {
