@@ -106,3 +106,26 @@ TEST(AbiCompat, PluginBuiltAgainstAbi_1_1_Loads) {
   EXPECT_EQ(p->abi, fmt::format("{}.1", BENCHHOST_ABI_MAJOR));
   EXPECT_TRUE(p->descriptor.train_step);
 }
+
+TEST(AbiCompat, PluginBuiltAgainstAbi_1_1_RunsAndReportsNoLossScaling) {
+  // fp16, so a host that read the 1.1 plugin's stray bytes as loss-scaling outcomes would show them.
+  bhtest::TempDir tmp("abi_1_1");
+  const auto report = tmp.path / "report.json", csv = tmp.path / "report.csv";
+  auto p = bhtest::run_benchhost(fmt::format("--plugin-dir '{}' --plugin abi_1_1 --mode train --precision fp16 -b 2 "
+                                             "-w 1 -i 5 -o '{}' --csv '{}'",
+                                             bhtest::plugin_dir().string(), report.string(), csv.string()));
+  ASSERT_EQ(p.exit_code, kExitOk) << p.output;
+  EXPECT_EQ(p.output.find("loss scal"), std::string::npos) << p.output;
+  EXPECT_EQ(p.output.find("updates skipped"), std::string::npos) << p.output;
+  const auto j = nlohmann::json::parse(bhtest::read_file(report));
+  ASSERT_EQ(j["results"].size(), 1u);
+  const auto& rec = j["results"][0];
+  EXPECT_EQ(rec["status"], "PASSED") << rec.dump(2);
+  EXPECT_EQ(rec["iterations"], 5);
+  EXPECT_EQ(rec["samples"], 10);
+  EXPECT_TRUE(rec["updates_skipped"].is_null()) << rec.dump(2);
+  EXPECT_TRUE(rec["loss_scale"].is_null()) << rec.dump(2);
+  const std::string rows = bhtest::read_file(csv);
+  const std::string row = rows.substr(rows.find('\n') + 1);
+  EXPECT_EQ(row.substr(row.size() - 3), ",,\n") << rows;  // updates_skipped, loss_scale empty
+}

@@ -56,7 +56,7 @@ TEST(PluginLoader, NewerAbiMinorIsRefusedNamingBothVersionsAndMissingSlotNamed) 
 TEST(PluginLoader, BrokenFilesAreListedAndOthersStillWork) {
   PluginRegistry reg;
   reg.discover({bhtest::broken_dir(), bhtest::plugin_dir()});
-  for (const char* good : {"null", "toy", "throw_setup", "throw_midrun", "decline", "abi_1_1"})
+  for (const char* good : {"null", "toy", "throw_setup", "throw_midrun", "decline", "loss_scaling", "abi_1_1"})
     EXPECT_TRUE(reg.find(good)) << good << " should load";
   const BrokenPlugin* missing = find_broken(reg, "missing_symbol.so");
   ASSERT_TRUE(missing);
