@@ -55,6 +55,11 @@ struct RunRecord {
   std::string mfu_note;                      ///< why MFU is missing
   std::optional<double> scaling_efficiency;  ///< weak scaling vs. the 1-device point
   std::optional<double> final_loss;
+  // Mixed-precision step outcomes (ABI 1.2), over the steps counted in `iterations`; unset unless
+  // the plugin reported loss scaling (a step with loss_scale > 0), so fp32 and bf16 runs carry
+  // nothing here. Rank 0's values (Note [Loss-scaling outcomes], run_modes.cpp).
+  std::optional<std::int64_t> updates_skipped;  ///< steps whose optimizer update was skipped
+  std::optional<double> loss_scale;              ///< last nonzero loss scale reported
   // time-to-train
   std::optional<bool> converged;
   std::optional<double> time_to_train_seconds;

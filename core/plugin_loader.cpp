@@ -216,11 +216,19 @@ void WorkloadInstance::prepare_batch() {
   check(*plugin_, "prepare_batch", plugin_->descriptor.prepare_batch(handle_, &err), err);
 }
 
+void clear_fields_beyond_struct_size(bh_step_result& r) {
+  // The host zero-fills before the call, so this matters only for a plugin that wrote past the
+  // size it declared; reading exactly what struct_size covers keeps the rule simple to state.
+  if (!BH_STRUCT_HAS_FIELD(r.struct_size, bh_step_result, loss_scale)) r.loss_scale = 0;
+  if (!BH_STRUCT_HAS_FIELD(r.struct_size, bh_step_result, update_skipped)) r.update_skipped = 0;
+}
+
 bh_step_result WorkloadInstance::train_step() {
   bh_step_result r{};
   r.struct_size = sizeof(r);
   bh_error err{};
   check(*plugin_, "train_step", plugin_->descriptor.train_step(handle_, &r, &err), err);
+  clear_fields_beyond_struct_size(r);
   return r;
 }
 
@@ -243,6 +251,7 @@ bh_step_result WorkloadInstance::infer_step() {
   r.struct_size = sizeof(r);
   bh_error err{};
   check(*plugin_, "infer_step", plugin_->descriptor.infer_step(handle_, &r, &err), err);
+  clear_fields_beyond_struct_size(r);
   return r;
 }
 

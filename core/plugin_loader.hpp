@@ -84,6 +84,11 @@ std::vector<std::filesystem::path> plugin_search_path(const std::vector<std::str
 /// Directory of the running executable (/proc/self/exe).
 std::filesystem::path executable_dir();
 
+/// Zero the fields of a step result that its struct_size, as the plugin returned it, does not cover:
+/// a plugin built against an older minor never wrote them, so they read as "not reported" (ABI 1.2
+/// loss_scale and update_skipped from a 1.0/1.1 plugin). Fields of ABI 1.0 are always kept.
+void clear_fields_beyond_struct_size(bh_step_result& r);
+
 /// One live workload instance. Slot calls throw PluginError (with the slot named in the
 /// message) when the plugin returns an error status. Destroys the instance (teardown first if
 /// setup ran) on destruction; never throws from the destructor.

@@ -85,6 +85,8 @@ ordered_json record_to_json(const RunRecord& r) {
   j["mfu_note"] = r.mfu_note;
   j["scaling_efficiency"] = opt(r.scaling_efficiency);
   j["final_loss"] = opt(r.final_loss);
+  j["updates_skipped"] = opt(r.updates_skipped);
+  j["loss_scale"] = opt(r.loss_scale);
   j["rank_step_ms"] = {{"min", opt(r.rank_step_ms_min)}, {"median", opt(r.rank_step_ms_median)},
                        {"max", opt(r.rank_step_ms_max)}};
   ordered_json ttt = nullptr;
@@ -154,6 +156,8 @@ RunRecord record_from_json(const nlohmann::json& j) {
   r.mfu_note = j.value("mfu_note", "");
   read_opt(j, "scaling_efficiency", r.scaling_efficiency);
   read_opt(j, "final_loss", r.final_loss);
+  read_opt(j, "updates_skipped", r.updates_skipped);
+  read_opt(j, "loss_scale", r.loss_scale);
   if (j.contains("rank_step_ms")) {
     const auto& s = j["rank_step_ms"];
     read_opt(s, "min", r.rank_step_ms_min);
@@ -211,6 +215,10 @@ namespace {
 std::string csv_num(const std::optional<double>& v) {
   return v && std::isfinite(*v) ? fmt::format("{:.6g}", *v) : std::string();
 }
+// Shortest text that reads back to the same double: a loss scale of 2^24 stays 16777216.
+std::string csv_exact(const std::optional<double>& v) {
+  return v && std::isfinite(*v) ? fmt::format("{}", *v) : std::string();
+}
 std::string csv_text(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string out = "\"";
@@ -227,9 +235,9 @@ std::string CsvReporter::render(const std::vector<RunRecord>& all) {
       "kind,plugin,status,device,precision,batch_size,devices,seed,run_index,iterations,samples,seconds,"
       "samples_per_second,step_ms_p50,step_ms_p90,step_ms_p99,latency_ms_avg,latency_ms_p50,latency_ms_p90,"
       "latency_ms_p95,latency_ms_p99,data_wait_fraction,achieved_tflops,mfu,scaling_efficiency,converged,"
-      "time_to_train_seconds,final_metric,message\n";
+      "time_to_train_seconds,final_metric,message,updates_skipped,loss_scale\n";
   for (const auto& r : all) {
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                        r.kind, csv_text(r.plugin), to_string(r.status), r.device, r.precision, r.batch_size,
                        r.devices, r.seed, r.run_index, r.iterations, r.samples, csv_num(r.seconds),
                        csv_num(r.samples_per_second), csv_num(r.step_ms_p50), csv_num(r.step_ms_p90),
@@ -237,7 +245,8 @@ std::string CsvReporter::render(const std::vector<RunRecord>& all) {
                        csv_num(r.latency_ms_p90), csv_num(r.latency_ms_p95), csv_num(r.latency_ms_p99),
                        csv_num(r.data_wait_fraction), csv_num(r.achieved_tflops), csv_num(r.mfu),
                        csv_num(r.scaling_efficiency), r.converged ? (*r.converged ? "true" : "false") : "",
-                       csv_num(r.time_to_train_seconds), csv_num(r.final_metric), csv_text(r.message));
+                       csv_num(r.time_to_train_seconds), csv_num(r.final_metric), csv_text(r.message),
+                       r.updates_skipped ? std::to_string(*r.updates_skipped) : std::string(), csv_exact(r.loss_scale));
   }
   return out;
 }
@@ -365,12 +374,20 @@ std::string describe(const RunRecord& r) {
                      r.data_wait_fraction ? fmt::format("{:.1f}%", *r.data_wait_fraction * 100) : "-",
                      r.mfu ? fmt::format("{:.1f}%", *r.mfu * 100) : "-");
 }
+// "fp16 loss scaling: 3 of 1000 updates skipped (overflow), final loss scale 32768"; "" when the
+// plugin reported no loss scaling.
+std::string describe_loss_scaling(const RunRecord& r) {
+  if (!r.updates_skipped || !r.loss_scale) return {};
+  return fmt::format("{} loss scaling: {} of {} updates skipped (overflow), final loss scale {}", r.precision,
+                     *r.updates_skipped, r.iterations, *r.loss_scale);
+}
 }  // namespace
 
 void ConsoleReporter::on_record(const RunRecord& r, const std::vector<RunRecord>&) {
   clear_progress();
   first_progress_ = -1;
   std::string line = fmt::format("{:<17} {}", to_string(r.status), describe(r));
+  if (const std::string scaling = describe_loss_scaling(r); !scaling.empty()) line += "\n                  " + scaling;
   if (!r.message.empty()) line += "\n                  " + r.message;
   std::fprintf(out_, "%s\n", line.c_str());
   std::fflush(out_);

@@ -148,6 +148,37 @@ void check_loss(double loss, std::int64_t step) {
     throw Diverged(fmt::format("training loss became {} at step {}", loss, step), __FILE__, __LINE__);
 }
 
+// Note [Loss-scaling outcomes]
+// Under fp16 dynamic loss scaling a step whose scaled gradients overflow skips its optimizer update
+// and lowers the scale (bh_step_result.update_skipped, loss_scale; ABI 1.2). The host counts those
+// steps over exactly the steps it counts in RunRecord::iterations (every training step in
+// time-to-train, the timed steps in throughput mode, never warm-up) and keeps the last nonzero
+// scale. Multi-rank: gradients are all-reduced before the overflow check, so every rank's scaler
+// takes the same decisions and rank 0's counts (the record its reporters write) are the run's.
+// A run whose every counted step was skipped never changed its weights: it keeps its status, but
+// its message says so, because a throughput number from it measures no real training.
+class LossScaleTally {
+ public:
+  void add(const bh_step_result& step) {
+    ++steps_;
+    if (step.update_skipped) ++skipped_;
+    if (step.loss_scale > 0) last_scale_ = step.loss_scale;
+  }
+  void write_to(RunRecord& r) const {
+    if (last_scale_ == 0) return;  // no loss scaling reported: fp32, bf16, a plugin built against ABI 1.0/1.1
+    r.updates_skipped = skipped_;
+    r.loss_scale = last_scale_;
+    if (steps_ > 0 && skipped_ == steps_) {
+      const std::string note = "every optimizer update was skipped: the loss scale never found a finite gradient";
+      r.message = r.message.empty() ? note : r.message + "; " + note;
+    }
+  }
+
+ private:
+  std::int64_t steps_ = 0, skipped_ = 0;
+  double last_scale_ = 0;
+};
+
 class StepGuard {
  public:
   StepGuard(const Settings& s) : limit_(s.timeout_seconds), start_(Clock::now()) {}
@@ -212,6 +243,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
   Clock::time_point t_start{};
   std::int64_t steps = 0, samples_trained = 0;
   double wait_seconds = 0;
+  LossScaleTally loss_scaling;
   try {
     emit_submission_keys(s, p, bus);
     bus.mllog("POINT_IN_TIME", "cache_clear", true);
@@ -292,6 +324,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
         wait_seconds += seconds(t0, Clock::now());
         const bh_step_result step = w.train_step();
         ++steps;
+        loss_scaling.add(step);
         check_loss(step.loss, steps);
         r.final_loss = step.loss;
         if (step.samples <= 0)
@@ -334,6 +367,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
   }
   r.iterations = steps;
   r.samples = samples_trained;
+  loss_scaling.write_to(r);
   if (r.seconds && *r.seconds > 0) {
     r.samples_per_second = static_cast<double>(samples_trained) / *r.seconds;
     r.data_wait_fraction = wait_seconds / *r.seconds;
@@ -483,6 +517,7 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
   std::vector<double> step_ms;
   double wait_seconds = 0, step_seconds = 0;
   std::int64_t samples = 0, steps = 0;
+  LossScaleTally loss_scaling;
   try {
     auto ctx = make_context(s, where, kind_name, batch, s.seed);
     if (std::string why = WorkloadInstance::check_support(p, ctx->c); !why.empty()) throw Unsupported(why, __FILE__, __LINE__);
@@ -506,6 +541,7 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
       const auto t0 = Clock::now();
       std::int64_t got = 0;
       double loss = 0;
+      bh_step_result trained{};  // train only; zero (no loss scaling) otherwise
       if (kind == Kind::infer) {
         const bh_step_result out = w.infer_step();
         got = out.samples;
@@ -513,9 +549,9 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
         w.prepare_batch();
         if (timed && kind == Kind::train) wait_seconds += seconds(t0, Clock::now());
         if (kind == Kind::train) {
-          const bh_step_result out = w.train_step();
-          got = out.samples;
-          loss = out.loss;
+          trained = w.train_step();
+          got = trained.samples;
+          loss = trained.loss;
           check_loss(loss, steps + 1);
           r.final_loss = loss;
         } else {
@@ -530,6 +566,7 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
         step_ms.push_back(seconds(t0, t1) * 1e3);
         step_seconds += seconds(t0, t1);
         samples += got;
+        if (kind == Kind::train) loss_scaling.add(trained);
       }
     };
     for (std::int64_t i = 0; i < s.warmup; ++i) {
@@ -579,6 +616,7 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
   }
   r.iterations = steps;
   r.samples = samples * where.world_size;
+  loss_scaling.write_to(r);
   apply_weak_scaling(r, bus.records());
   bus.record(std::move(r));
 }

@@ -138,7 +138,8 @@ void schema(const nlohmann::json& j, const std::string& path, std::map<std::stri
 TEST(Golden, JsonReportSchema) {
   bhtest::TempDir tmp("schema");
   std::map<std::string, std::set<std::string>> paths;
-  // A time-to-train report (toy) and a throughput report (null) cover every record kind's fields.
+  // Time-to-train (toy), training and inference throughput, fp16 loss scaling and a SKIPPED point
+  // cover every record kind's fields.
   const std::string dir = bhtest::plugin_dir().string();
   const auto ttt = tmp.path / "ttt.json", train = tmp.path / "train.json", infer = tmp.path / "infer.json";
   auto p = bhtest::run_benchhost(fmt::format("--plugin-dir '{}' --plugin toy -o '{}'", dir, ttt.string()));
@@ -148,11 +149,16 @@ TEST(Golden, JsonReportSchema) {
   ASSERT_EQ(p.exit_code, kExitOk) << p.output;
   p = bhtest::run_benchhost(fmt::format("--plugin-dir '{}' --plugin null --mode infer -b 2 -i 5 -o '{}'", dir, infer.string()));
   ASSERT_EQ(p.exit_code, kExitOk) << p.output;
+  // fp16 with dynamic loss scaling: the mixed-precision step outcomes (ABI 1.2) are set.
+  const auto fp16 = tmp.path / "fp16.json";
+  p = bhtest::run_benchhost(fmt::format("--plugin-dir '{}' --plugin loss_scaling --mode train --precision fp16 -w 1 -i 5 "
+                                        "--loss_scaling.overflow-steps 3 -o '{}'", dir, fp16.string()));
+  ASSERT_EQ(p.exit_code, kExitOk) << p.output;
   // A SKIPPED point: every measurement field is null.
   const auto skipped = tmp.path / "skipped.json";
   p = bhtest::run_benchhost(fmt::format("--plugin-dir '{}' --plugin decline -o '{}'", dir, skipped.string()));
   ASSERT_EQ(p.exit_code, kExitAllSkipped) << p.output;
-  for (const auto& f : {ttt, train, infer, skipped}) {
+  for (const auto& f : {ttt, train, infer, fp16, skipped}) {
     auto j = nlohmann::json::parse(bhtest::read_file(f));
     EXPECT_EQ(j["schema_version"], kReportSchemaVersion);
     EXPECT_EQ(j["summary"]["complete"], true);

@@ -40,11 +40,14 @@ TEST(PluginLoader, AbiMajorMismatchIsRefusedNamingBothVersions) {
   EXPECT_NE(why.reason.find(ours), std::string::npos) << why.reason;
 }
 
-TEST(PluginLoader, NewerAbiMinorIsRefusedAndMissingSlotNamed) {
+TEST(PluginLoader, NewerAbiMinorIsRefusedNamingBothVersionsAndMissingSlotNamed) {
   BrokenPlugin why;
   ASSERT_FALSE(load_plugin(bhtest::broken_dir() / "abi_minor_newer.so", &why));
-  EXPECT_NE(why.reason.find(fmt::format("{}.{}", BENCHHOST_ABI_MAJOR, BENCHHOST_ABI_MINOR + 1)), std::string::npos)
-      << why.reason;
+  // The plugin says 1.<ours + 1> (1.3 against this 1.2 host): refused, naming both.
+  const std::string theirs = fmt::format("plugin ABI {}.{}", BENCHHOST_ABI_MAJOR, BENCHHOST_ABI_MINOR + 1);
+  const std::string ours = fmt::format("this host's ABI {}.{}", BENCHHOST_ABI_MAJOR, BENCHHOST_ABI_MINOR);
+  EXPECT_NE(why.reason.find(theirs), std::string::npos) << why.reason;
+  EXPECT_NE(why.reason.find(ours), std::string::npos) << why.reason;
   EXPECT_NE(why.reason.find("newer"), std::string::npos) << why.reason;
   ASSERT_FALSE(load_plugin(bhtest::broken_dir() / "missing_slot.so", &why));
   EXPECT_NE(why.reason.find("train_step"), std::string::npos) << why.reason;
@@ -53,7 +56,7 @@ TEST(PluginLoader, NewerAbiMinorIsRefusedAndMissingSlotNamed) {
 TEST(PluginLoader, BrokenFilesAreListedAndOthersStillWork) {
   PluginRegistry reg;
   reg.discover({bhtest::broken_dir(), bhtest::plugin_dir()});
-  for (const char* good : {"null", "toy", "throw_setup", "throw_midrun", "decline"})
+  for (const char* good : {"null", "toy", "throw_setup", "throw_midrun", "decline", "loss_scaling", "abi_1_1"})
     EXPECT_TRUE(reg.find(good)) << good << " should load";
   const BrokenPlugin* missing = find_broken(reg, "missing_symbol.so");
   ASSERT_TRUE(missing);

@@ -299,3 +299,142 @@ TEST(Mllog, OneFilePerRunWhenRunsAboveOne) {
   EXPECT_EQ(MllogReporter::path_for_run("out/result.txt", 0, 1), std::filesystem::path("out/result.txt"));
   EXPECT_EQ(MllogReporter::path_for_run("out/result.txt", 3, 5), std::filesystem::path("out/result_3.txt"));
 }
+
+// ---- mixed-precision step outcomes (ABI 1.2) -----------------------------------------------------
+// The loss_scaling test plugin overflows on the 1-based steps (since setup, warm-up included) given
+// in --loss_scaling.overflow-steps: each halves the scale from 65536; growth-interval clean steps
+// in a row double it.
+
+namespace {
+// -w 2 -i 10: steps 1-2 are warm-up, 3-12 timed. Overflows at 1 (warm-up: not counted), 4, 5, 9.
+// Scale: 1 ovf 32768 | 2, 3 clean | 4 ovf 16384 | 5 ovf 8192 | 6, 7, 8 clean -> 16384 | 9 ovf 8192 |
+// 10, 11, 12 clean -> 16384.
+const std::vector<std::string> kScaledTrainPoint{"--mode", "train", "-b", "4", "-w", "2", "-i", "10",
+                                                 "--loss_scaling.overflow-steps", "1,4,5,9",
+                                                 "--loss_scaling.growth-interval", "3"};
+std::vector<std::string> with(std::vector<std::string> args, std::initializer_list<std::string> more) {
+  args.insert(args.end(), more);
+  return args;
+}
+std::string joined(const std::vector<std::string>& args) {
+  std::string out;
+  for (const auto& a : args) out += " " + a;
+  return out;
+}
+}  // namespace
+
+TEST(LossScaling, ThroughputCountsSkippedUpdatesOfTimedStepsOnly) {
+  InProcessRun r = run_in_process("loss_scaling", with(kScaledTrainPoint, {"--precision", "fp16"}));
+  ASSERT_EQ(r.records.size(), 1u);
+  const RunRecord& rec = r.records[0];
+  ASSERT_EQ(rec.status, RunStatus::passed) << rec.message;
+  EXPECT_EQ(rec.iterations, 10);
+  ASSERT_TRUE(rec.updates_skipped.has_value());
+  EXPECT_EQ(*rec.updates_skipped, 3);  // 4 with the warm-up overflow at step 1
+  ASSERT_TRUE(rec.loss_scale.has_value());
+  EXPECT_EQ(*rec.loss_scale, 16384);
+  EXPECT_EQ(rec.message, "");
+}
+
+TEST(LossScaling, TimeToTrainCountsEveryTrainingStep) {
+  // 8 steps (4 samples each) per epoch, evaluation after each; the metric is updates applied, target
+  // 10. Overflows at 2, 3, 5: 5 applied after epoch 1, 13 after epoch 2 -> converged in 16 steps.
+  InProcessRun r = run_in_process("loss_scaling", {"--precision", "fp16", "--loss_scaling.overflow-steps", "2,3,5"});
+  ASSERT_EQ(r.records.size(), 1u);
+  const RunRecord& rec = r.records[0];
+  ASSERT_EQ(rec.status, RunStatus::passed) << rec.message;
+  ASSERT_EQ(rec.evals.size(), 2u);
+  EXPECT_EQ(rec.evals[0].metric, 5);
+  EXPECT_EQ(rec.evals[1].metric, 13);
+  EXPECT_EQ(rec.iterations, 16);
+  ASSERT_TRUE(rec.updates_skipped && rec.loss_scale);
+  EXPECT_EQ(*rec.updates_skipped, 3);
+  EXPECT_EQ(*rec.loss_scale, 65536 / 8);
+}
+
+TEST(LossScaling, RunWithoutLossScalingReportsNothingNew) {
+  InProcessRun r = run_in_process("loss_scaling", with(kScaledTrainPoint, {"--precision", "fp32"}));
+  ASSERT_EQ(r.records.size(), 1u);
+  ASSERT_EQ(r.records[0].status, RunStatus::passed) << r.records[0].message;
+  EXPECT_FALSE(r.records[0].updates_skipped.has_value());
+  EXPECT_FALSE(r.records[0].loss_scale.has_value());
+}
+
+TEST(LossScaling, RunThatNeverUpdatedItsWeightsIsFlagged) {
+  const std::string note = "every optimizer update was skipped: the loss scale never found a finite gradient";
+  InProcessRun r = run_in_process("loss_scaling", {"--mode", "train", "--precision", "fp16", "-b", "4", "-w", "1", "-i",
+                                                   "20", "--loss_scaling.overflow-every-step", "true"});
+  ASSERT_EQ(r.records.size(), 1u);
+  const RunRecord& rec = r.records[0];
+  EXPECT_EQ(rec.status, RunStatus::passed);  // it measured something; the note says what
+  EXPECT_EQ(rec.message, note);
+  ASSERT_TRUE(rec.updates_skipped && rec.loss_scale);
+  EXPECT_EQ(*rec.updates_skipped, 20);
+  EXPECT_EQ(*rec.loss_scale, 1);  // 2^16 halved 21 times, held at the minimum
+  // One clean timed step is enough to drop the note.
+  InProcessRun one_clean = run_in_process("loss_scaling", {"--mode", "train", "--precision", "fp16", "-w", "0", "-i", "3",
+                                                           "--loss_scaling.overflow-steps", "1,2"});
+  ASSERT_TRUE(one_clean.records[0].updates_skipped);
+  EXPECT_EQ(*one_clean.records[0].updates_skipped, 2);
+  EXPECT_EQ(one_clean.records[0].message, "");
+  // Time to train: it cannot converge (FAILED, aborted); the note follows the reason.
+  InProcessRun ttt = run_in_process("loss_scaling", {"--precision", "fp16", "--loss_scaling.overflow-every-step", "true",
+                                                     "--loss_scaling.max-epochs", "1"});
+  ASSERT_EQ(ttt.records.size(), 1u);
+  EXPECT_EQ(ttt.records[0].status, RunStatus::failed);
+  EXPECT_NE(ttt.records[0].message.find("did not reach updates_applied"), std::string::npos) << ttt.records[0].message;
+  EXPECT_NE(ttt.records[0].message.find("; " + note), std::string::npos) << ttt.records[0].message;
+}
+
+TEST(LossScaling, EveryReporterShowsTheCounts) {
+  bhtest::TempDir tmp("loss_scaling");
+  const auto report = tmp.path / "report.json", csv = tmp.path / "report.csv";
+  auto p = bhtest::run_benchhost(dirs() + "--plugin loss_scaling --precision fp16" + joined(kScaledTrainPoint) + " -o '" +
+                                 report.string() + "' --csv '" + csv.string() + "'");
+  ASSERT_EQ(p.exit_code, kExitOk) << p.output;
+  EXPECT_NE(p.output.find("fp16 loss scaling: 3 of 10 updates skipped (overflow), final loss scale 16384\n"),
+            std::string::npos)
+      << p.output;
+  const json j = json::parse(bhtest::read_file(report));
+  ASSERT_EQ(j["results"].size(), 1u);
+  const json& rec = j["results"][0];
+  ASSERT_TRUE(rec["updates_skipped"].is_number_integer()) << rec.dump(2);
+  EXPECT_EQ(rec["updates_skipped"], 3);
+  ASSERT_TRUE(rec["loss_scale"].is_number_float()) << rec.dump(2);
+  EXPECT_EQ(rec["loss_scale"], 16384.0);
+  // Read back as a -n sweep's parent reads its child's report.
+  const RunRecord back = record_from_json(rec);
+  EXPECT_EQ(back.updates_skipped, std::optional<std::int64_t>(3));
+  EXPECT_EQ(back.loss_scale, std::optional<double>(16384));
+  const std::string rows = bhtest::read_file(csv);
+  const std::string header = rows.substr(0, rows.find('\n'));
+  EXPECT_EQ(header.substr(header.size() - std::string(",message,updates_skipped,loss_scale").size()),
+            ",message,updates_skipped,loss_scale")
+      << header;
+  EXPECT_EQ(rows.substr(rows.size() - std::string(",3,16384\n").size()), ",3,16384\n") << rows;
+
+  // The same point in fp32: null in JSON, empty CSV cells, no console line.
+  p = bhtest::run_benchhost(dirs() + "--plugin loss_scaling --precision fp32" + joined(kScaledTrainPoint) + " -o '" +
+                            report.string() + "' --csv '" + csv.string() + "'");
+  ASSERT_EQ(p.exit_code, kExitOk) << p.output;
+  EXPECT_EQ(p.output.find("loss scaling"), std::string::npos) << p.output;
+  const json plain = json::parse(bhtest::read_file(report))["results"][0];
+  EXPECT_TRUE(plain["updates_skipped"].is_null());
+  EXPECT_TRUE(plain["loss_scale"].is_null());
+  const std::string plain_rows = bhtest::read_file(csv);
+  EXPECT_EQ(plain_rows.substr(plain_rows.size() - 3), ",,\n") << plain_rows;
+}
+
+TEST(LossScaling, MultiRankPointCarriesTheCountsThroughTheChildReport) {
+  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not installed (openmpi-bin)";
+  // -n 2 runs as a child job whose rank 0 writes the record; the parent reads it back from JSON.
+  InProcessRun r = run_in_process("loss_scaling", with(kScaledTrainPoint, {"--precision", "fp16", "-n", "2"}));
+  ASSERT_EQ(r.records.size(), 1u);
+  const RunRecord& two = r.records[0];
+  if (two.status == RunStatus::failed && two.message.find("built without MPI") != std::string::npos)
+    GTEST_SKIP() << "this build has no MPI backend: " << two.message;
+  ASSERT_EQ(two.status, RunStatus::passed) << two.message;
+  EXPECT_EQ(two.devices, 2);
+  EXPECT_EQ(two.updates_skipped, std::optional<std::int64_t>(3));  // per run, not summed over ranks
+  EXPECT_EQ(two.loss_scale, std::optional<double>(16384));
+}

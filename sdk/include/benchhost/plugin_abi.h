@@ -31,9 +31,16 @@ extern "C" {
 #endif
 
 #define BENCHHOST_ABI_MAJOR 1
-/* History: 1.0 first release; 1.1 appended bh_run_info.metric_target. */
-#define BENCHHOST_ABI_MINOR 1
+/* History: 1.0 first release; 1.1 appended bh_run_info.metric_target; 1.2 appended
+ * bh_step_result.loss_scale and update_skipped (mixed-precision step outcomes). */
+#define BENCHHOST_ABI_MINOR 2
 #define BENCHHOST_PLUGIN_ENTRY_SYMBOL "benchhost_plugin_descriptor"
+
+/* Nonzero when a struct whose struct_size (in bytes) is `size` contains `field` of `type` whole:
+ * the reader of a struct filled by the other side, and the writer of a struct whose size the other
+ * side set, touch a field appended by a later minor only when this holds. */
+#define BH_STRUCT_HAS_FIELD(size, type, field) \
+  ((size_t)(size) >= offsetof(type, field) + sizeof(((type*)0)->field))
 
 typedef enum bh_status {
   BH_STATUS_OK = 0,
@@ -91,10 +98,19 @@ typedef struct bh_run_info {
   double metric_target;
 } bh_run_info;
 
+/* Filled by train_step and infer_step. The host zero-fills the struct and sets struct_size to its
+ * own sizeof; the plugin writes only the fields that size covers, then sets struct_size to the
+ * size it filled (its own sizeof, or the host's when that is smaller). The host reads only the
+ * fields that the returned struct_size covers: a 1.0/1.1 plugin returns a size that ends at loss,
+ * so its steps read as loss_scale 0 and update_skipped 0 (no loss scaling reported). */
 typedef struct bh_step_result {
   uint32_t struct_size;
   int64_t samples; /* samples this rank consumed in this step */
   double loss;     /* training loss of the step (NaN if not computed, e.g. inference) */
+  /* Since ABI 1.2 (present when struct_size covers them; hosts zero-fill the struct): */
+  double loss_scale;      /* dynamic loss scale in use after this step (fp16); 0 = no loss scaling */
+  int32_t update_skipped; /* 1: this step's optimizer update was skipped (non-finite gradients under
+                             loss scaling); its samples still count as consumed */
 } bh_step_result;
 
 typedef struct bh_eval_result {

@@ -17,6 +17,7 @@
 /// turn it into a bh_status plus message (see error.hpp for the mapping). The workload never
 /// measures time: the host owns every clock.
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -233,7 +234,7 @@ struct PluginAdapter {
     return guarded(err, [&] {
       RunInfo r = self(w)->workload->setup(RunContext::from_c(*c, self(w)->name));
       const std::uint32_t host_size = info->struct_size;  // an older host's struct may be shorter
-      info->struct_size = sizeof(bh_run_info);
+      info->struct_size = std::min<std::uint32_t>(host_size, sizeof(bh_run_info));  // what was filled
       info->samples_per_epoch = r.samples_per_epoch;
       info->eval_every_samples = r.eval_every_samples;
       info->global_batch_size = r.global_batch_size;
@@ -241,7 +242,7 @@ struct PluginAdapter {
       info->train_flops_per_sample = r.train_flops_per_sample;
       info->infer_flops_per_sample = r.infer_flops_per_sample;
       info->eval_samples = r.eval_samples;
-      if (host_size >= offsetof(bh_run_info, metric_target) + sizeof(double)) info->metric_target = r.metric_target;
+      if (BH_STRUCT_HAS_FIELD(host_size, bh_run_info, metric_target)) info->metric_target = r.metric_target;
     });
   }
   static bh_status begin_epoch(bh_workload* w, std::int64_t e, bh_error* err) noexcept {
@@ -251,9 +252,13 @@ struct PluginAdapter {
     return guarded(err, [&] { self(w)->workload->prepare_batch(); });
   }
   static void fill(bh_step_result* out, const StepResult& s) {
-    out->struct_size = sizeof(bh_step_result);
+    // An older host's struct may be shorter: write only what it covers and say so in struct_size.
+    const std::uint32_t host_size = out->struct_size;
+    out->struct_size = std::min<std::uint32_t>(host_size, sizeof(bh_step_result));
     out->samples = s.samples;
     out->loss = s.loss;
+    if (BH_STRUCT_HAS_FIELD(host_size, bh_step_result, loss_scale)) out->loss_scale = s.loss_scale;
+    if (BH_STRUCT_HAS_FIELD(host_size, bh_step_result, update_skipped)) out->update_skipped = s.update_skipped ? 1 : 0;
   }
   static bh_status train_step(bh_workload* w, bh_step_result* out, bh_error* err) noexcept {
     return guarded(err, [&] { fill(out, self(w)->workload->train_step()); });
