@@ -15,6 +15,7 @@
 #include "benchhost/nn/ops.hpp"
 #include "benchhost/nn/registry.hpp"
 #include "common/gradcheck.hpp"
+#include "nn_ops/registry_walk.hpp"
 
 namespace benchhost::nn {
 namespace {
@@ -66,9 +67,7 @@ TEST_P(HalfPrecisionOps, MatchReferenceUpToOutputRounding) {
   std::string why;
   if (!device_available(device, &why)) GTEST_SKIP() << device.str() << " is not available here: " << why;
   const OpDef& def = OpRegistry::instance().get(p.op);
-  const OpImpl* ref = nullptr;
-  for (const auto& impl : def.impls)
-    if (impl.is_reference && impl.device == DeviceType::cpu) ref = &impl;
+  const OpImpl* ref = cpu_reference(def);
   ASSERT_NE(ref, nullptr) << p.op << " has no CPU reference implementation";
 
   const auto cases = def.make_cases(20261123);

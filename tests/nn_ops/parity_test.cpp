@@ -9,6 +9,7 @@
 #include "benchhost/device.hpp"
 #include "benchhost/nn/registry.hpp"
 #include "common/gradcheck.hpp"
+#include "nn_ops/registry_walk.hpp"
 
 namespace benchhost::nn {
 namespace {
@@ -53,9 +54,7 @@ TEST_P(OpParity, MatchesCpuReference) {
   std::string why;
   if (!device_available(device, &why)) GTEST_SKIP() << device.str() << " is not available here: " << why;
   const OpDef& def = OpRegistry::instance().get(p.op);
-  const OpImpl* ref = nullptr;
-  for (const auto& impl : def.impls)
-    if (impl.is_reference && impl.device == DeviceType::cpu) ref = &impl;
+  const OpImpl* ref = cpu_reference(def);
   ASSERT_NE(ref, nullptr) << p.op << " has no CPU reference implementation";
 
   int compared = 0;
@@ -106,9 +105,7 @@ TEST(OpRegistryContents, EveryRequiredOpIsRegisteredWithReferenceAndCases) {
     const OpDef* def = OpRegistry::instance().find(name);
     ASSERT_NE(def, nullptr) << name << " is not registered";
     EXPECT_TRUE(static_cast<bool>(def->make_cases)) << name << " has no example cases";
-    bool has_ref = false;
-    for (const auto& impl : def->impls) has_ref |= impl.is_reference && impl.device == DeviceType::cpu;
-    EXPECT_TRUE(has_ref) << name << " has no CPU reference";
+    EXPECT_NE(cpu_reference(*def), nullptr) << name << " has no CPU reference";
     EXPECT_FALSE(def->impls.back().device == DeviceType::cpu && !def->impls.back().is_reference &&
                  def->impls.back().priority > 0)
         << name << ": the reference must come last among CPU implementations";
