@@ -74,7 +74,7 @@ WorkloadInfo BertWorkload::describe() {
   i.metric_target = 0.720;
   i.higher_is_better = true;
   i.devices = {"cpu", "cuda"};  // cuda: fp32 and tf32 (check_support)
-  i.precisions = {"fp32", "tf32", "bf16", "fp16"};  // as the device allows (check_support)
+  i.precisions = {"fp32", "tf32", "bf16", "fp16", "fp8"};  // as the device allows (check_support)
   i.modes = {"ttt", "train", "infer"};
   i.options = options().specs();
   i.configs = {"mlperf.conf", "mini.conf"};

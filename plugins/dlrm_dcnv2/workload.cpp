@@ -142,7 +142,7 @@ WorkloadInfo DlrmWorkload::describe() {
   w.metric_target = 0.80275;
   w.higher_is_better = true;
   w.devices = {"cpu", "cuda"};
-  w.precisions = {"fp32", "tf32", "bf16", "fp16"};  // as the device allows (check_support)
+  w.precisions = {"fp32", "tf32", "bf16", "fp16", "fp8"};  // as the device allows (check_support)
   w.modes = {"ttt", "train", "infer"};
   w.configs = {"mlperf.conf", "mini.conf"};
   w.default_config = "mini.conf";  // runs on a fresh machine; --config mlperf for the reference

@@ -71,7 +71,7 @@ WorkloadInfo GptWorkload::describe() {
   i.metric_target = 2.69;
   i.higher_is_better = false;
   i.devices = {"cpu", "cuda"};
-  i.precisions = {"fp32", "tf32", "bf16", "fp16"};  // as the device allows (check_support)
+  i.precisions = {"fp32", "tf32", "bf16", "fp16", "fp8"};  // as the device allows (check_support)
   i.modes = {"ttt", "train", "infer"};
   i.options = options().specs();
   i.configs = {"mlperf.conf", "mini.conf", "125m.conf", "350m.conf", "760m.conf", "1.3b.conf",

@@ -183,7 +183,11 @@ WorkloadInfo ResNetWorkload::describe() {
 std::string ResNetWorkload::check_support(const RunContext& ctx) {
   // The device must exist and the SDK's layers must run this precision on it.
   const std::string why = PrecisionPolicy::layers_support(ctx.precision, ctx.device);
-  return why.empty() ? why : "resnet50: " + why;
+  if (!why.empty()) return "resnet50: " + why;
+  if (parse_precision(ctx.precision) == Precision::fp8)
+    return "resnet50: precision fp8 drives Linear layers only (Note [fp8 Linear]); the convolutions, "
+           "nearly all of ResNet-50's work, would run bf16 and the run would pass bf16 off as fp8; run bf16";
+  return {};
 }
 
 ResNetConfig ResNetWorkload::model_config(const Options& o) {

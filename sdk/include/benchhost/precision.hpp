@@ -121,9 +121,9 @@ class PrecisionPolicy {
   static bool supported(Precision precision, const DeviceCaps& caps, std::string* why = nullptr);
   /// For Workload::check_support of a workload built from the SDK's layers: "" when a model that
   /// follows this policy through Module::set_precision() can train in precision `name` on
-  /// `device`, else why not (an unknown name, a missing device, supported() saying no, and fp8:
-  /// the layers do not drive the scaled fp8 matmul path yet, and running its bf16 storage types
-  /// instead would pass a bf16 run off as fp8).
+  /// `device`, else why not (an unknown name, a missing device, or supported() saying no). Under
+  /// fp8 only Linear layers run fp8 products (nn/layers.hpp, Note [fp8 Linear]); a workload
+  /// whose work is mostly elsewhere (convolutions) should refuse fp8 itself.
   static std::string layers_support(std::string_view name, Device device);
 
   Precision precision() const { return precision_; }

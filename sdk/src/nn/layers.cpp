@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "benchhost/error.hpp"
+#include "benchhost/nn/registry.hpp"
 #include "benchhost/precision.hpp"
 #include "benchhost/random.hpp"
 
@@ -35,10 +36,97 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias, A
   if (bias) bias_ = &register_parameter("bias", Tensor::zeros({out_}), /*weight_decay=*/false);
 }
 
+// Note [fp8 Linear] (layers.hpp).
+struct Linear::Fp8State {
+  explicit Fp8State(const Fp8Options& o)
+      : x(o.forward, o), w(o.forward, o), dy(o.backward, o) {}
+  Fp8DelayedScaling x, w, dy;
+  Tensor x8, w8;                  // the forward's fp8 operands, kept for backward
+  Tensor x_scale_inv, w_scale_inv;  // f32 [1] on the device: the scales those casts used
+  Shape x_shape;
+  bool active = false;            // the last forward ran the fp8 product
+  std::int64_t fp8_steps = 0, bf16_steps = 0;
+};
+
+Linear::~Linear() = default;
+
+namespace {
+
+// Cast `t` to fp8 with s.scale() and record the amax the cast measured; returns the fp8 tensor
+// and sets *scale_inv to the f32 [1] device scalar the product must multiply back by.
+Tensor cast_fp8_recording(const Tensor& t, Fp8DelayedScaling& s, Tensor* scale_inv) {
+  const Device dev = t.device();
+  *scale_inv = Tensor::full({1}, s.scale_inv(), DType::f32, dev);
+  Tensor amax;
+  Tensor q = fp8_cast_scaled(t, Tensor::full({1}, s.scale(), DType::f32, dev), s.type(), &amax);
+  s.record_amax(amax.to(Device::cpu()).data<float>()[0]);
+  return q;
+}
+
+bool fp8_shapes(std::int64_t rows, std::int64_t in, std::int64_t out) {
+  return rows > 0 && rows % 16 == 0 && in % 16 == 0 && out % 16 == 0;
+}
+
+}  // namespace
+
+std::optional<Linear::Fp8Scales> Linear::fp8_scales() const {
+  if (!fp8_) return std::nullopt;
+  return Fp8Scales{fp8_->x.scale(), fp8_->w.scale(), fp8_->dy.scale(), fp8_->fp8_steps, fp8_->bf16_steps};
+}
+
+Tensor Linear::forward_fp8(const Tensor& x) {
+  Fp8State& f = *fp8_;
+  const DType h = precision().storage_dtype(OpClass::matmul);
+  input_dtype_ = x.dtype();
+  f.x_shape = x.shape();
+  Tensor x2 = x.contiguous().reshape({-1, in_});
+  f.x8 = cast_fp8_recording(x2, f.x, &f.x_scale_inv);
+  f.w8 = cast_fp8_recording(weight_->value, f.w, &f.w_scale_inv);
+  Tensor z = matmul_fp8(f.x8, f.w8, f.x_scale_inv, f.w_scale_inv, h);
+  if (bias_) z = add(z, bias_->value);
+  Shape y_shape = f.x_shape;
+  y_shape.back() = out_;
+  if (act_ == Activation::none) return z.view(y_shape);
+  preact_ = z;
+  return activation_forward(z, act_).view(y_shape);
+}
+
+Tensor Linear::backward_fp8(const Tensor& dy) {
+  Fp8State& f = *fp8_;
+  BH_CHECK_AS(InvalidArgument, f.x8.defined(), "Linear::backward called before forward");
+  const DType h = precision().storage_dtype(OpClass::matmul);
+  Tensor dy2 = cast(dy, h).contiguous().reshape({-1, out_});
+  Tensor dz = act_ == Activation::none ? dy2 : activation_backward(dy2, preact_, act_);
+  Tensor dz_scale_inv;
+  Tensor dz8 = cast_fp8_recording(dz, f.dy, &dz_scale_inv);
+  // dx [rows, in] = dz [rows, out] @ W [out, in]: the TN kernel takes W^T [in, out].
+  Tensor dx = matmul_fp8(dz8, transpose_copy(f.w8, 0, 1), dz_scale_inv, f.w_scale_inv, h);
+  // dW [out, in] = dz^T [out, rows] @ x [rows, in]: the TN kernel takes x^T [in, rows].
+  if (weight_->grad.defined())
+    add_(weight_->grad, matmul_fp8(transpose_copy(dz8, 0, 1), transpose_copy(f.x8, 0, 1), dz_scale_inv,
+                                   f.x_scale_inv, DType::f32));
+  if (bias_ && bias_->grad.defined()) {
+    OpCall c{{dz}, {bias_->grad}, Attrs().set("accumulate", 1)};
+    dispatch("bias_backward", c);
+  }
+  weight_->mark_grad_ready();
+  if (bias_) bias_->mark_grad_ready();
+  preact_ = f.x8 = f.w8 = f.x_scale_inv = f.w_scale_inv = Tensor{};
+  f.active = false;
+  return cast(dx, input_dtype_).view(f.x_shape);
+}
+
 Tensor Linear::forward(const Tensor& x) {
+  const OpPrecision& mm = precision().op(OpClass::matmul);
+  if (mm.fp8_scaled) {
+    if (!fp8_) fp8_ = std::make_unique<Fp8State>(precision().fp8_options());
+    fp8_->active = fp8_shapes(x.numel() / in_, in_, out_);
+    ++(fp8_->active ? fp8_->fp8_steps : fp8_->bf16_steps);
+    if (fp8_->active) return forward_fp8(x);
+  }
   // Note [Layers under a precision policy]: the product runs in the matmul class's type on a
   // copy of the fp32 master weight, kept for backward (as torch.autocast's weight cache does).
-  const DType h = precision().storage_dtype(OpClass::matmul);
+  const DType h = mm.storage;
   input_dtype_ = x.dtype();
   x_ = cast(x, h);
   w_ = cast(weight_->value, h);
@@ -47,6 +135,7 @@ Tensor Linear::forward(const Tensor& x) {
 }
 
 Tensor Linear::backward(const Tensor& dy) {
+  if (fp8_ && fp8_->active) return backward_fp8(dy);
   BH_CHECK_AS(InvalidArgument, x_.defined(), "Linear::backward called before forward");
   Tensor none;
   Tensor dx = linear_backward(cast(dy, x_.dtype()), x_, w_, preact_, act_, weight_->grad,

@@ -205,10 +205,6 @@ std::string PrecisionPolicy::layers_support(std::string_view name, Device device
   try {
     const Precision p = parse_precision(name);
     if (!supported(p, DeviceCaps::query(device), &why)) return why;
-    if (p == Precision::fp8)
-      return "precision fp8: the SDK's layers do not drive scaled fp8 matmuls (matmul_fp8 with "
-             "Fp8DelayedScaling) yet, and running their bf16 storage types instead would report a "
-             "bf16 run as fp8; run bf16";
   } catch (const Error& e) {
     return e.message();  // an unknown precision name, or a device that cannot be had
   }

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "benchhost/nn/module.hpp"
@@ -39,12 +40,38 @@ struct DropoutRng {
 
 /// y = act(x W^T + b). x: [..., in]; W: [out, in] ("weight"); b: [out] ("bias", optional,
 /// weight_decay = false).
+///
+/// Note [fp8 Linear]
+/// Under a policy whose matmul class is fp8_scaled (precision fp8, Hopper), the three products of
+/// a Linear run as scaled fp8 matmuls, Transformer Engine's recipe ("delayed scaling"):
+///   forward   y  = (x8 / s_x) (W8 / s_w)^T            x8 = e4m3(s_x x), W8 = e4m3(s_w W)
+///   backward  dx = (dz8 / s_dz) (W8 / s_w)             dz8 = e5m2(s_dz dz)
+///             dW += (dz8 / s_dz)^T (x8 / s_x)          (f32, into the fp32 master gradient)
+/// Each of x, W and dz has its own Fp8DelayedScaling: a cast uses the scale computed from the
+/// amax history of earlier steps, then records this step's amax (measured by the cast), so the
+/// first step runs at scale 1. The bias add and activation follow in the policy's bf16 storage
+/// type; dbias is summed from dz in f32. The fp8 operands are kept for backward (x8, W8: a
+/// quarter of an f32 copy); the transposes the "TN" kernels need are byte copies.
+/// cuBLASLt's fp8 kernels need every dim a multiple of 16: a call whose rows, in or out
+/// features are not runs the bf16 path of the same policy instead and is counted
+/// (fp8_scales().bf16_steps), so a report can say how much of a run was really fp8.
+/// Reading each amax back costs a 4-byte device-to-host copy per cast (three per Linear per
+/// step); keeping the histories on the device is a later optimisation.
 class Linear : public Layer {
  public:
   Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true,
          Activation act = Activation::none, std::uint64_t init_seed = 0);
+  ~Linear() override;
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+
+  /// The current fp8 scales (Note [fp8 Linear]), once a forward ran under an fp8 policy.
+  struct Fp8Scales {
+    float input = 1, weight = 1, grad = 1;  ///< the next casts' scale() of x, W and dy
+    std::int64_t fp8_steps = 0;             ///< forwards that ran the fp8 product
+    std::int64_t bf16_steps = 0;            ///< forwards that fell back (dims not multiples of 16)
+  };
+  std::optional<Fp8Scales> fp8_scales() const;
 
   Parameter& weight() { return *weight_; }
   Parameter* bias() { return bias_; }
@@ -58,6 +85,10 @@ class Linear : public Layer {
   Parameter* bias_ = nullptr;
   Tensor x_, w_, preact_;  // the input, weight and pre-activation in the matmul's type
   DType input_dtype_ = DType::f32;
+  struct Fp8State;
+  std::unique_ptr<Fp8State> fp8_;  // created by the first forward under an fp8 policy
+  Tensor forward_fp8(const Tensor& x);
+  Tensor backward_fp8(const Tensor& dy);
 };
 
 /// LayerNorm over the last dim: "weight" (gamma) and "bias" (beta), both weight_decay = false.
