@@ -37,7 +37,9 @@ po::options_description run_options() {
       ("threads", po::value<int>()->value_name("N"), "CPU threads for the workload (default: all)")
       ("synthetic", po::value<bool>()->implicit_value(true)->value_name("BOOL"),
        "use the workload's synthetic data source (same shapes, no storage)")
-      ("timeout", po::value<double>()->value_name("SECONDS"), "per run / sweep point time limit, checked between steps (0 = none)")
+      ("timeout", po::value<double>()->value_name("SECONDS"),
+       "per run / sweep point time limit, checked between steps; a step that does not return within the limit "
+       "plus a grace (the larger of 10 s and a quarter of the limit) has its worker process killed (0 = none)")
       ("peak-tflops", po::value<double>()->value_name("TFLOPS"),
        "device peak for MFU; needed on CPU (GPUs use a built-in table)")
       ("comm-backend", po::value<std::string>()->value_name("auto|single|mpi|nccl"),
@@ -66,6 +68,9 @@ po::options_description general_options() {
       ("mllog", po::value<std::string>()->value_name("FILE"), "MLPerf MLLOG file (ttt; --runs N writes FILE_<r>)")
       ("csv", po::value<std::string>()->value_name("FILE"), "CSV report, one row per run / sweep point")
       ("plugin-dir", po::value<std::vector<std::string>>()->value_name("DIR"), "also search DIR for plugins (repeatable)")
+      ("no-isolation", po::bool_switch(),
+       "run the plugin in this process instead of a supervised worker process: a crash then ends the whole "
+       "run (for debugging under gdb; always so under a multi-process launcher)")
       ("command", po::value<std::string>(), "list | info | run (positional)")
       ("args", po::value<std::vector<std::string>>(), "command arguments (positional)");
   return d;
@@ -316,6 +321,7 @@ Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, 
       BH_USAGE("mode given twice: '{}' and --mode {}", shorthand_mode, vm["mode"].as<std::string>());
     s.mode = shorthand_mode;
   }
+  s.isolation = !vm["no-isolation"].as<bool>();
   if (vm.count("plugin-dir")) s.plugin_dirs = vm["plugin-dir"].as<std::vector<std::string>>();
 
   // Config: explicit --config, else the plugin's declared default config (when it exists).

@@ -66,6 +66,7 @@ struct Settings {
   bool threads_given = false;  ///< --threads was on the command line (else shared among local ranks)
   bool synthetic = false;
   double timeout_seconds = 0;  ///< per run / sweep point; 0 = none
+  bool isolation = true;       ///< run the modes in a supervised worker process (Note [Crash isolation])
   double peak_tflops = 0;      ///< device peak for MFU (CPU); 0 = from the GPU table or none
   std::string comm_backend = "auto";  ///< auto | single | mpi | nccl
   double comm_timeout_seconds = 1800; ///< per-collective deadline

@@ -9,6 +9,7 @@
 #include "benchhost/version.hpp"
 #include "cli.hpp"
 #include "environment.hpp"
+#include "isolation.hpp"
 #include "reporters.hpp"
 
 namespace benchhost::host {
@@ -106,8 +107,12 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
     std::fprintf(err, "benchhost: error: %s\n", be ? be->message().c_str() : e.what());
     return kExitUsage;
   };
+  // A worker started by a supervisor (Note [Crash isolation]): taken first, so that nothing this
+  // process starts inherits the channel.
+  std::optional<WorkerChannel> worker;
   PreParsed pre;
   try {
+    worker = take_worker_channel();
     pre = pre_parse(argc, argv);
   } catch (const std::exception& e) {
     return usage_error(e);
@@ -170,21 +175,27 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
   // hands the communicator to the plugin, and lets only rank 0 print and write files.
   Placement where;
   std::unique_ptr<Communicator> comm;
+  bool supervise = false;
   try {
     const LaunchEnv env = detect_launch_env();
     where.rank = env.rank;
     where.world_size = env.world_size;
     where.local_rank = env.local_rank;
     where.launcher = env.launcher;
+    // Note [Crash isolation] (isolation.cpp): a single process without a launcher supervises a
+    // worker process that runs the plugin; under a launcher every rank runs it itself.
+    supervise = s.isolation && !worker && env.world_size == 1 && env.launcher == "none";
     if (env.world_size > 1 && s.device == "cuda") s.device = device_for_local_rank(env, DeviceType::cuda).str();
     // Processes on one node share its cores unless --threads says otherwise: two ranks each
     // running all cores' worth of threads measure the oversubscription, not the machine.
     if (!s.threads_given && env.local_size > 1)
       s.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / env.local_size);
-    CommOptions opts;
-    opts.timeout_seconds = s.comm_timeout_seconds;
-    comm = create_communicator(s.comm_backend, parse_device(s.device), env, opts);
-    where.communicator = comm.get();
+    if (!supervise) {  // the worker creates its own
+      CommOptions opts;
+      opts.timeout_seconds = s.comm_timeout_seconds;
+      comm = create_communicator(s.comm_backend, parse_device(s.device), env, opts);
+      where.communicator = comm.get();
+    }
   } catch (const Unsupported& e) {
     std::fprintf(err, "benchhost: error: %s\n", e.message().c_str());
     return kExitRunFailed;
@@ -223,8 +234,11 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
                      {"benchmark", i.benchmark},
                      {"metric", {{"name", i.metric_name}, {"target", i.metric_target},
                                  {"direction", i.higher_is_better ? "max" : "min"}}}};
-    header.environment = environment_fingerprint({{plugin->name, plugin->version, plugin->abi, plugin->path.string()}});
-    if (rank0) {
+    if (!worker)
+      header.environment = environment_fingerprint({{plugin->name, plugin->version, plugin->abi, plugin->path.string()}});
+    if (worker) {
+      bus.add(make_worker_reporter(*worker));
+    } else if (rank0) {
       bus.add(std::make_unique<ConsoleReporter>(out));
       if (!s.output.empty()) bus.add(std::make_unique<JsonReporter>(s.output, header));
       if (!s.csv.empty()) bus.add(std::make_unique<CsvReporter>(s.csv));
@@ -235,8 +249,15 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
       std::fflush(out);
     }
     Summary summary;
-    summary.ttt = run_selected_mode(s, plugin, where, bus);
-    summary.interrupted = received_signal() != 0;
+    if (supervise) {
+      const SupervisedRun run = supervise_workers(s, *plugin, bus, err);
+      if (run.exit_code >= 0) return run.exit_code;
+      if (s.mode == "ttt") summary.ttt = summarize_ttt(bus.records(), i.benchmark.empty() ? plugin->name : i.benchmark);
+      summary.interrupted = run.interrupted || received_signal() != 0;
+    } else {
+      summary.ttt = run_selected_mode(s, plugin, where, bus, worker ? worker->first_point : 0);
+      summary.interrupted = received_signal() != 0;
+    }
     summary.exit_code = exit_code_for(bus.records(), summary.ttt, summary.interrupted);
     bus.finish(summary);
     if (comm && comm->failed()) comm->abort(summary.exit_code == kExitOk ? kExitRunFailed : summary.exit_code);

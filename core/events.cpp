@@ -51,7 +51,15 @@ void EventBus::mllog(const std::string& event_type, const std::string& key, nloh
   e.file = f;
   e.line = static_cast<int>(loc.line());
   e.run_index = run_index_;
+  forward_mllog(e);
+}
+
+void EventBus::forward_mllog(const MllogEvent& e) {
   for (auto& r : reporters_) r->on_mllog(e);
+}
+
+void EventBus::point_start(const PointStart& p) {
+  for (auto& r : reporters_) r->on_point_start(p);
 }
 
 void EventBus::progress(const Progress& p) {

@@ -2,7 +2,8 @@
 /// @file events.hpp  The one event stream every reporter listens to.
 ///
 /// Note [Event stream]
-/// Run modes never print or write files. They emit three kinds of event into an EventBus:
+/// Run modes never print or write files. They emit four kinds of event into an EventBus:
+///   - point starts: a time-to-train run or sweep point begins (what it is, the record it will fill);
 ///   - MLLOG events (key, value, metadata, wall-clock time) as mlcommons/logging defines them;
 ///   - progress updates (for the console's live line);
 ///   - finished records: one flat RunRecord per time-to-train run or sweep point.
@@ -95,6 +96,15 @@ struct Progress {
   std::string detail;            ///< "epoch 3, metric 0.71"
 };
 
+/// A time-to-train run or sweep point is about to start. A supervisor that runs the modes in a
+/// worker process (Note [Crash isolation], isolation.cpp) uses it to name, and record, the point
+/// a crashed worker was in, and to resume after it.
+struct PointStart {
+  int index = 0;     ///< 0-based position in the run's sequence of ttt runs or sweep points
+  std::string what;  ///< "train b=16 n=1", "ttt run 2/5"
+  RunRecord record;  ///< what is known before it runs: kind, plugin, device, precision, batch, seed, ...
+};
+
 /// Aggregate results attached at the end (ttt olympic mean).
 struct Summary {
   nlohmann::ordered_json ttt;  ///< null unless mode ttt
@@ -105,6 +115,7 @@ struct Summary {
 class Reporter {
  public:
   virtual ~Reporter() = default;
+  virtual void on_point_start(const PointStart&) {}
   virtual void on_mllog(const MllogEvent&) {}
   virtual void on_progress(const Progress&) {}
   virtual void on_record(const RunRecord&, const std::vector<RunRecord>& all) {}
@@ -118,6 +129,9 @@ class EventBus {
   void mllog(const std::string& event_type, const std::string& key, nlohmann::ordered_json value,
              nlohmann::ordered_json metadata = nlohmann::ordered_json::object(),
              std::source_location loc = std::source_location::current());
+  /// An MLLOG event made elsewhere (a worker process's), passed on unchanged.
+  void forward_mllog(const MllogEvent& e);
+  void point_start(const PointStart& p);
   void progress(const Progress& p);
   void record(RunRecord r);
   void finish(const Summary& s);

@@ -239,6 +239,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
   r.converged = false;
   bus.set_run_index(run);
   Progress prog{fmt::format("ttt run {}/{}", run + 1, s.runs), 0, 0, ""};
+  bus.point_start({run, prog.what, r});
   bool run_started = false;
   Clock::time_point t_start{};
   std::int64_t steps = 0, samples_trained = 0;
@@ -290,6 +291,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
     run_started = true;
     t_start = Clock::now();
     StepGuard guard(s);
+    bus.progress(prog);  // step 0: the --timeout clock runs from here (Note [Crash isolation])
     const std::int64_t eval_every = info.eval_every_samples;
     std::int64_t next_eval = eval_every > 0 ? eval_every : 0;
     const std::int64_t max_epochs = std::max<std::int64_t>(1, info.max_epochs);
@@ -416,15 +418,6 @@ void fill_mfu(RunRecord& r, const Settings& s, double flops_per_sample, int devi
 
 enum class Kind { train, infer, loader };
 
-// Weak scaling: the same per-device batch on n devices vs. one device, when both were measured.
-void apply_weak_scaling(RunRecord& r, const std::vector<RunRecord>& earlier) {
-  if (r.kind != "train" || r.devices <= 1 || r.status != RunStatus::passed || !r.samples_per_second) return;
-  for (const auto& base : earlier)
-    if (base.kind == "train" && base.devices == 1 && base.batch_size == r.batch_size &&
-        base.status == RunStatus::passed && base.samples_per_second)
-      r.scaling_efficiency = *r.samples_per_second / (r.devices * *base.samples_per_second);
-}
-
 std::string shell_quote(const std::string& a) {
   if (!a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=/.,:@%") ==
                         std::string::npos)
@@ -498,11 +491,13 @@ void run_child_point(const Settings& s, const LoadedPlugin& p, EventBus& bus, in
 }
 
 void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, const Placement& where, EventBus& bus,
-               Kind kind, std::int64_t batch, int n) {
+               Kind kind, std::int64_t batch, int n, int index) {
   const LoadedPlugin& p = *plugin;
   const char* kind_name = kind == Kind::train ? "train" : kind == Kind::infer ? "infer" : "loader";
   RunRecord r = base_record(s, p, kind_name, batch, n);
   r.seed = s.seed;
+  bus.point_start({index, batch > 0 ? fmt::format("{} b={} n={}", kind_name, batch, n)
+                                    : fmt::format("{} (default batch) n={}", kind_name, n), r});
   if (n != where.world_size && where.world_size == 1 && where.launcher == "none" && n > 1) {
     run_child_point(s, p, bus, n);
     return;
@@ -537,6 +532,7 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
     if (r.batch_size == 0 && info.global_batch_size > 0) r.batch_size = info.global_batch_size / where.world_size;
     Progress prog{fmt::format("{} b={} n={}", kind_name, r.batch_size, n), 0, s.warmup + s.iterations, "warm-up"};
     StepGuard guard(s);
+    bus.progress(prog);  // step 0: the --timeout clock runs from here (Note [Crash isolation])
     auto one_step = [&](bool timed) {
       const auto t0 = Clock::now();
       std::int64_t got = 0;
@@ -623,6 +619,14 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
 
 }  // namespace
 
+void apply_weak_scaling(RunRecord& r, const std::vector<RunRecord>& earlier) {
+  if (r.kind != "train" || r.devices <= 1 || r.status != RunStatus::passed || !r.samples_per_second) return;
+  for (const auto& base : earlier)
+    if (base.kind == "train" && base.devices == 1 && base.batch_size == r.batch_size &&
+        base.status == RunStatus::passed && base.samples_per_second)
+      r.scaling_efficiency = *r.samples_per_second / (r.devices * *base.samples_per_second);
+}
+
 std::uint64_t derive_seed(std::uint64_t base, int run) {
   // SplitMix64 of (base, run): distinct for distinct runs, the same for the same inputs.
   std::uint64_t z = base + 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(run + 1);
@@ -690,24 +694,24 @@ ordered_json summarize_ttt(const std::vector<RunRecord>& records, const std::str
 }
 
 ordered_json run_selected_mode(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, const Placement& where,
-                               EventBus& bus) {
+                               EventBus& bus, int first_point) {
   if (s.mode == "ttt") {
     if (s.batch_sizes.size() > 1)
       BH_USAGE("--mode ttt takes one batch size, got {} (-b lists are for --mode train/infer)",
                s.batch_sizes.size());
-    for (int run = 0; run < s.runs && !g_signal; ++run) run_ttt_once(s, plugin, where, bus, run);
+    for (int run = std::max(0, first_point); run < s.runs && !g_signal; ++run) run_ttt_once(s, plugin, where, bus, run);
     return summarize_ttt(bus.records(), plugin->info.benchmark.empty() ? plugin->name : plugin->info.benchmark);
   }
   const Kind kind = s.mode == "train" ? Kind::train : s.mode == "infer" ? Kind::infer : Kind::loader;
-  const std::size_t first = bus.records().size();
   const std::vector<int> counts = kind == Kind::train && !s.device_counts.empty() ? s.device_counts
                                                                                  : std::vector<int>{where.world_size};
+  int index = 0;
   for (int n : counts)
     for (std::int64_t b : batch_list(s)) {
       if (g_signal) break;
-      run_point(s, plugin, where, bus, kind, b, n);
+      if (index >= first_point) run_point(s, plugin, where, bus, kind, b, n, index);
+      ++index;
     }
-  (void)first;
   return nullptr;
 }
 

@@ -29,9 +29,15 @@ struct Placement {
 std::uint64_t derive_seed(std::uint64_t base, int run);
 
 /// Run the mode selected in `s` and emit every record into `bus`. Returns the ttt summary object
-/// (null for other modes). Plugin failures become records; only host bugs throw.
+/// (null for other modes). Plugin failures become records; only host bugs throw. The ttt runs or
+/// sweep points before `first_point` (PointStart::index) are not run: a worker that resumes after
+/// a crashed one starts there (Note [Crash isolation]).
 nlohmann::ordered_json run_selected_mode(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin,
-                                         const Placement& where, EventBus& bus);
+                                         const Placement& where, EventBus& bus, int first_point = 0);
+
+/// Weak scaling: set r.scaling_efficiency against the 1-device point of the same batch in
+/// `earlier`, when both passed. Recomputing it over a longer `earlier` gives the same value.
+void apply_weak_scaling(RunRecord& r, const std::vector<RunRecord>& earlier);
 
 /// Time-to-train aggregation over the ttt records in `records` (olympic mean; see stats.hpp).
 nlohmann::ordered_json summarize_ttt(const std::vector<RunRecord>& records, const std::string& benchmark);

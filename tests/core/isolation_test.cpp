@@ -1,0 +1,212 @@
+// Crash isolation (Note [Crash isolation], core/isolation.cpp), through the real executable: a
+// plugin that segfaults, aborts, exits or hangs in one sweep point or ttt run costs that point,
+// not the run; --no-isolation runs in-process; a run that does not crash reports the same with
+// and without isolation; interrupts still end the run as "interrupted".
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+#include "reporters.hpp"
+#include "run_modes.hpp"
+#include "test_support.hpp"
+
+using namespace benchhost::host;
+using nlohmann::json;
+
+namespace {
+
+std::string dirs() { return fmt::format("--plugin-dir '{}' ", bhtest::plugin_dir().string()); }
+
+struct Reports {
+  bhtest::TempDir tmp;
+  std::filesystem::path json_path, csv_path, mllog_path;
+  explicit Reports(const std::string& tag)
+      : tmp("isolation_" + tag), json_path(tmp.path / "report.json"), csv_path(tmp.path / "report.csv"),
+        mllog_path(tmp.path / "result.txt") {}
+  std::string options() const {
+    return fmt::format(" -o '{}' --csv '{}' --mllog '{}'", json_path.string(), csv_path.string(), mllog_path.string());
+  }
+  json report() const { return json::parse(bhtest::read_file(json_path)); }
+  std::string csv() const { return bhtest::read_file(csv_path); }
+};
+
+// A -b 8,16,32 sweep whose b=16 point fails in its third step (warm-up included) the given way.
+bhtest::Process sweep_failing_at_16(const std::string& how, const Reports& out, const std::string& more = "") {
+  return bhtest::run_benchhost(dirs() + "--plugin crash --mode train -b 8,16,32 -w 1 -i 5 --crash.fail-batch 16 "
+                                        "--crash.fail-step 3 --crash.how " + how + more + out.options());
+}
+
+void expect_middle_point_lost(const bhtest::Process& p, const Reports& out, const std::string& failed_status,
+                              const std::string& why) {
+  EXPECT_EQ(p.exit_code, kExitRunFailed) << p.output;
+  const json j = out.report();
+  ASSERT_EQ(j["results"].size(), 3u) << j.dump(2);
+  EXPECT_EQ(j["results"][0]["status"], "PASSED");
+  EXPECT_EQ(j["results"][1]["status"], failed_status);
+  EXPECT_EQ(j["results"][2]["status"], "PASSED");  // the run went on after the crash
+  EXPECT_EQ(j["results"][1]["batch_size"], 16);
+  const std::string message = j["results"][1]["message"];
+  for (const std::string& part : {why, std::string("train b=16 n=1"), std::string("in step 3 of 6"),
+                                  std::string("-b 16 --no-isolation")})
+    EXPECT_NE(message.find(part), std::string::npos) << part << "\n" << message;
+  EXPECT_GT(j["results"][2]["samples_per_second"].get<double>(), 0);
+  EXPECT_EQ(j["summary"]["complete"], true);
+  EXPECT_EQ(j["summary"]["exit_code"], kExitRunFailed);
+  EXPECT_EQ(j["summary"]["status_counts"][failed_status], 1);
+  const std::string rows = out.csv();
+  EXPECT_EQ(std::count(rows.begin(), rows.end(), '\n'), 4) << rows;
+  EXPECT_NE(rows.find("," + failed_status + ","), std::string::npos) << rows;
+  EXPECT_NE(p.output.find(message), std::string::npos) << p.output;  // on the console too
+}
+
+}  // namespace
+
+TEST(Isolation, SegfaultInOneSweepPointCostsThatPointOnly) {
+  Reports out("segv");
+  expect_middle_point_lost(sweep_failing_at_16("segv", out), out, "FAILED",
+                           "plugin crash crashed (SIGSEGV, Segmentation fault)");
+}
+
+TEST(Isolation, AbortAndExitAreRecordedLikeACrash) {
+  Reports aborted("abort");
+  expect_middle_point_lost(sweep_failing_at_16("abort", aborted), aborted, "FAILED", "crashed (SIGABRT, Aborted)");
+  Reports exited("exit");
+  expect_middle_point_lost(sweep_failing_at_16("exit", exited), exited, "FAILED",
+                           "ended its process (exit status 3) instead of returning");
+}
+
+TEST(Isolation, CrashedTimeToTrainRunIsAbortedInMllogAndTheOtherRunsStillRun) {
+  Reports out("ttt");
+  const std::uint64_t crashing_seed = derive_seed(5, 1);  // the second of three runs
+  auto p = bhtest::run_benchhost(dirs() + fmt::format("--plugin crash --runs 3 --seed 5 --crash.fail-batch 0 "
+                                                      "--crash.fail-seed {}", crashing_seed) + out.options());
+  const json j = out.report();
+  ASSERT_EQ(j["results"].size(), 3u) << j.dump(2) << p.output;
+  EXPECT_EQ(j["results"][0]["status"], "PASSED");
+  EXPECT_EQ(j["results"][1]["status"], "FAILED");
+  EXPECT_EQ(j["results"][2]["status"], "PASSED");
+  const json& crashed = j["results"][1];
+  EXPECT_EQ(crashed["seed"], crashing_seed);
+  EXPECT_EQ(crashed["run_index"], 1);
+  EXPECT_EQ(crashed["ttt"]["converged"], false);
+  const std::string message = crashed["message"];
+  EXPECT_NE(message.find("crashed (SIGSEGV"), std::string::npos) << message;
+  EXPECT_NE(message.find("ttt run 2/3 after 2 training steps"), std::string::npos) << message;
+  EXPECT_NE(message.find("run_stop status aborted"), std::string::npos) << message;
+  // The summary is the supervisor's, over all three runs; the exit code follows it.
+  EXPECT_EQ(j["summary"]["complete"], true);
+  EXPECT_EQ(j["summary"]["ttt"]["runs"], 3);
+  EXPECT_EQ(p.exit_code, j["summary"]["ttt"]["status"] == "VALID" ? kExitOk : kExitRunFailed) << p.output;
+  EXPECT_EQ(j["summary"]["exit_code"], p.exit_code);
+  // Every run's MLLOG file ends with run_stop: aborted for the crashed run, success for the others.
+  for (int run = 0; run < 3; ++run) {
+    const std::string log = bhtest::read_file(MllogReporter::path_for_run(out.mllog_path, run, 3));
+    ASSERT_FALSE(log.empty()) << run;
+    const std::string last = log.substr(log.rfind('\n', log.size() - 2) + 1);
+    const json line = json::parse(last.substr(std::string(":::MLLOG ").size()));
+    EXPECT_EQ(line["key"], "run_stop") << last;
+    EXPECT_EQ(line["metadata"]["status"], run == 1 ? "aborted" : "success") << last;
+  }
+}
+
+TEST(Isolation, StepThatNeverReturnsIsKilledAndRecordedAsTimeout) {
+  Reports out("hang");
+  const auto start = std::chrono::steady_clock::now();
+  auto p = sweep_failing_at_16("hang", out, " --timeout 2");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // 2 s of --timeout, 10 s of grace, 2 s between SIGTERM and SIGKILL: far below this bound.
+  EXPECT_LT(seconds, 60) << p.output;
+  expect_middle_point_lost(p, out, "TIMEOUT", "did not return from a step within --timeout 2 s plus 10 s grace");
+  EXPECT_NE(out.report()["results"][1]["message"].get<std::string>().find("killed"), std::string::npos);
+}
+
+TEST(Isolation, WithoutIsolationTheCrashEndsTheProcess) {
+  Reports out("none");
+  auto p = sweep_failing_at_16("segv", out, " --no-isolation");
+  EXPECT_EQ(p.exit_code, 128 + SIGSEGV) << p.output;
+  // What was recorded before the crash is on disk; the report never got its final status.
+  const json j = out.report();
+  ASSERT_EQ(j["results"].size(), 1u) << j.dump(2);
+  EXPECT_EQ(j["results"][0]["status"], "PASSED");
+  EXPECT_EQ(j["summary"]["complete"], false);
+}
+
+namespace {
+
+// The report without what differs from run to run: timings, the creation time, the command line.
+json without_timings(json j) {
+  static const std::set<std::string> timing{"created_unix_ms",      "argv",        "seconds",
+                                            "samples_per_second",   "step_ms",     "latency_ms",
+                                            "data_wait_fraction",   "achieved_tflops", "mfu",
+                                            "time_to_train_seconds", "seconds_since_run_start",
+                                            "olympic_mean_seconds", "kept_runs"};
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it)
+      it.value() = timing.count(it.key()) ? json("<timing>") : without_timings(it.value());
+  } else if (j.is_array()) {
+    for (auto& e : j) e = without_timings(e);
+  }
+  return j;
+}
+
+}  // namespace
+
+TEST(Isolation, ReportOfARunThatDoesNotCrashIsTheSameWithoutIsolation) {
+  for (const std::string& run : {std::string("--plugin toy --runs 3 --seed 3"),
+                                 std::string("--plugin toy --mode train -b 4,8 -w 1 -i 5 --peak-tflops 1"),
+                                 std::string("--plugin throw_midrun -b 1,2,4 -w 1 -i 5"),
+                                 std::string("--plugin decline -b 1,2")}) {
+    Reports isolated("same_a"), in_process("same_b");
+    auto a = bhtest::run_benchhost(dirs() + run + isolated.options());
+    auto b = bhtest::run_benchhost(dirs() + run + in_process.options() + " --no-isolation");
+    EXPECT_EQ(a.exit_code, b.exit_code) << run << "\n" << a.output << "\n" << b.output;
+    EXPECT_EQ(without_timings(isolated.report()).dump(1), without_timings(in_process.report()).dump(1)) << run;
+    EXPECT_EQ(std::count(a.output.begin(), a.output.end(), '\n'), std::count(b.output.begin(), b.output.end(), '\n'))
+        << a.output << "\n" << b.output;
+  }
+}
+
+TEST(Isolation, InterruptIsForwardedToTheWorkerAndEndsTheRunAsBefore) {
+  Reports out("interrupt");
+  const std::string log = (out.tmp.path / "console.txt").string();
+  const std::vector<std::string> args{BENCHHOST_EXECUTABLE, "--plugin-dir", bhtest::plugin_dir().string(),
+                                      "--plugin", "null", "--mode", "train", "-b", "1,2", "-i", "2000000000",
+                                      "-o", out.json_path.string()};
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, STDOUT_FILENO);
+    ::dup2(fd, STDERR_FILENO);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // into the first point's two billion steps
+  ::kill(pid, SIGINT);  // the supervisor only, as `kill -INT` would
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << bhtest::read_file(log);
+  EXPECT_EQ(WEXITSTATUS(status), kExitInterrupted) << bhtest::read_file(log);
+  const json j = out.report();
+  EXPECT_EQ(j["summary"]["interrupted"], true);
+  EXPECT_EQ(j["summary"]["exit_code"], kExitInterrupted);
+  // The first point stops at its next step (unless the signal came before it started: a slow
+  // machine); the second never starts.
+  ASSERT_LE(j["results"].size(), 1u) << j.dump(2);
+  if (j["results"].size() == 1) {
+    EXPECT_EQ(j["results"][0]["status"], "FAILED");
+    EXPECT_NE(j["results"][0]["message"].get<std::string>().find("interrupted by signal 2"), std::string::npos);
+  }
+}
