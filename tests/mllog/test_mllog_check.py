@@ -1,0 +1,153 @@
+"""tools/mllog_check.py: a log built to the MLPerf Training v3.0 rules passes, and each log that
+breaks one rule fails with a message naming it."""
+
+import json
+import os
+import tempfile
+import unittest
+
+import mllog_check
+
+GPT3_CLOSED = {
+    "global_batch_size": 1536, "max_sequence_length": 2048, "opt_name": "adam",
+    "opt_base_learning_rate": 2e-5, "opt_end_learning_rate": 2e-6, "opt_learning_rate_decay_steps": 108600,
+    "opt_learning_rate_warmup_steps": 265, "opt_learning_rate_decay_schedule": "cosine with linear warmup",
+    "opt_adam_beta_1": 0.9, "opt_adam_beta_2": 0.95, "opt_adam_epsilon": 1e-8, "opt_gradient_clip_norm": 1.0,
+    "gradient_accumulation_steps": 1, "init_checkpoint_step": 4000,
+}
+BERT = {
+    "global_batch_size": 16, "gradient_accumulation_steps": 1, "opt_base_learning_rate": 0.005,
+    "opt_lamb_epsilon": 1e-6, "opt_learning_rate_training_steps": 4000, "opt_learning_rate_warmup_steps": 100,
+    "num_warmup_steps": 100, "start_warmup_step": 0, "opt_lamb_beta_1": 0.9, "opt_lamb_beta_2": 0.999,
+    "opt_lamb_weight_decay_rate": 0.01,
+}
+
+
+def record(key, value=None, event="POINT_IN_TIME", time_ms=0, **metadata):
+    meta = {"file": "core/run_modes.cpp", "lineno": 1}
+    meta.update(metadata)
+    return {"namespace": "", "time_ms": time_ms, "event_type": event, "key": key, "value": value, "metadata": meta}
+
+
+def run_log(benchmark, division, hyper, accuracies=(0.5,), extra_tensors=()):
+    """A whole time-to-train log, in the order benchhost writes it."""
+    out = [record("submission_benchmark", benchmark), record("submission_org", "benchhost"),
+           record("submission_division", division), record("submission_status", "onprem"),
+           record("submission_platform", "test"), record("cache_clear", True),
+           record("init_start", event="INTERVAL_START"), record("seed", 1)]
+    out += [record(k, v) for k, v in hyper.items()]
+    out += [record("weights_initialization", tensor=t) for t in extra_tensors]
+    out += [record("train_samples", 1000), record("eval_samples", 100),
+            record("init_stop", event="INTERVAL_END", time_ms=10), record("run_start", event="INTERVAL_START", time_ms=10),
+            record("epoch_start", event="INTERVAL_START", time_ms=11, epoch_num=1)]
+    t = 12
+    for i, acc in enumerate(accuracies):
+        meta = {"epoch_num": (i + 1) / len(accuracies), "samples_count": 100 * (i + 1)}
+        out += [record("eval_start", event="INTERVAL_START", time_ms=t, **meta),
+                record("eval_accuracy", acc, time_ms=t + 1, **meta),
+                record("eval_stop", event="INTERVAL_END", time_ms=t + 2, **meta)]
+        t += 3
+    out += [record("epoch_stop", event="INTERVAL_END", time_ms=t, epoch_num=1),
+            record("trained_samples", 1000, time_ms=t),
+            record("run_stop", event="INTERVAL_END", time_ms=t + 1, status="success")]
+    return out
+
+
+class MllogCheckTest(unittest.TestCase):
+    def check(self, records, raw_lines=()):
+        fd, path = tempfile.mkstemp(suffix=".mllog")
+        with os.fdopen(fd, "w") as f:
+            f.write("benchhost: a console line that is not MLLOG\n")
+            for r in records:
+                f.write(":::MLLOG " + json.dumps(r) + "\n")
+            for line in raw_lines:
+                f.write(line + "\n")
+        try:
+            return mllog_check.check(path)[1]
+        finally:
+            os.remove(path)
+
+    def assertViolation(self, violations, *fragments):
+        for v in violations:
+            if all(f in v for f in fragments):
+                return
+        self.fail("no violation mentions {}; got {}".format(fragments, violations))
+
+    def test_a_log_built_to_the_rules_passes(self):
+        self.assertEqual(self.check(run_log("gpt3", "closed", GPT3_CLOSED, accuracies=(3.5, 2.68))), [])
+        self.assertEqual(self.check(run_log("bert", "open", BERT)), [])
+        names = mllog_check.resnet50_tensor_names()
+        self.assertEqual(len(names), 161)
+        self.assertEqual(len(set(names)), 161)
+
+    def test_a_key_logged_twice_or_never(self):
+        log = run_log("bert", "open", BERT)
+        log.insert(-1, record("eval_samples", 100, time_ms=log[-1]["time_ms"]))
+        self.assertViolation(self.check(log), "'eval_samples'", "exactly one required, 2 found")
+        hyper = dict(BERT)
+        del hyper["opt_lamb_beta_2"]
+        self.assertViolation(self.check(run_log("bert", "open", hyper)), "'opt_lamb_beta_2'", "0 found")
+
+    def test_closed_values_are_exact(self):
+        hyper = dict(GPT3_CLOSED, opt_adam_beta_2=0.949999988079071)  # 0.95 rounded through a float
+        self.assertViolation(self.check(run_log("gpt3", "closed", hyper, accuracies=(2.68,))),
+                             "'opt_adam_beta_2'", "0.949999988079071")
+        # The open division fixes no values.
+        self.assertEqual(self.check(run_log("gpt3", "open", hyper)), [])
+
+    def test_closed_needs_the_quality_target(self):
+        self.assertViolation(self.check(run_log("gpt3", "closed", GPT3_CLOSED, accuracies=(3.1, 2.9))),
+                             "closed target")
+
+    def test_closed_resnet_names_its_161_tensors(self):
+        hyper = {"global_batch_size": 256, "gradient_accumulation_steps": 1, "opt_name": "sgd",
+                 "sgd_opt_base_learning_rate": 0.1, "sgd_opt_end_learning_rate": 1e-4,
+                 "sgd_opt_learning_rate_decay_poly_power": 2, "sgd_opt_learning_rate_decay_steps": 1000,
+                 "sgd_opt_weight_decay": 5e-5, "sgd_opt_momentum": 0.9,
+                 "opt_learning_rate_decay_boundary_epochs": []}
+        names = mllog_check.resnet50_tensor_names()
+        self.assertEqual(self.check(run_log("resnet", "closed", hyper, (0.76,), names)), [])
+        self.assertViolation(self.check(run_log("resnet", "closed", hyper, (0.76,), names[:-1] + ["stem_weight"])),
+                             "weights_initialization", "stem_weight")
+        del hyper["sgd_opt_momentum"]
+        self.assertViolation(self.check(run_log("resnet", "open", hyper, (0.76,), names)), "'sgd_opt_momentum'")
+
+    def test_order_of_the_run_markers(self):
+        log = run_log("bert", "open", BERT)
+        stop = next(i for i, r in enumerate(log) if r["key"] == "init_stop")
+        start = next(i for i, r in enumerate(log) if r["key"] == "run_start")
+        log[stop], log[start] = log[start], log[stop]
+        self.assertViolation(self.check(log), "run_start before init_stop")
+        log = [r for r in run_log("bert", "open", BERT) if r["key"] != "run_stop"]
+        self.assertViolation(self.check(log), "'run_stop'", "0 found")
+
+    def test_metadata_the_rules_ask_for(self):
+        log = run_log("bert", "open", BERT)
+        for r in log:
+            if r["key"] == "eval_accuracy":
+                del r["metadata"]["epoch_num"]
+        self.assertViolation(self.check(log), "eval_accuracy needs 'epoch_num'")
+        log = run_log("bert", "open", BERT)
+        del log[-1]["metadata"]["status"]
+        self.assertViolation(self.check(log), "run_stop without a 'status'")
+
+    def test_malformed_lines(self):
+        log = run_log("bert", "open", BERT)
+        violations = self.check(log, raw_lines=[":::MLLOG {\"namespace\": \"\", \"time_ms\": ",
+                                                ":::MLLOG " + json.dumps({"key": "x"})])
+        self.assertViolation(violations, "not JSON")
+        self.assertViolation(violations, "no 'namespace' field")
+        log[3]["value"] = "somewhere"
+        self.assertViolation(self.check(log), "'submission_status'", "somewhere")
+
+    def test_time_never_goes_back(self):
+        log = run_log("bert", "open", BERT)
+        log[-1]["time_ms"] = 0
+        self.assertViolation(self.check(log), "goes back")
+
+    def test_an_empty_file(self):
+        self.assertViolation(self.check([]), "no ':::MLLOG' lines")
+
+
+if __name__ == "__main__":
+    unittest.main()
