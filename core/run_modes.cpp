@@ -245,6 +245,12 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
   std::int64_t steps = 0, samples_trained = 0;
   double wait_seconds = 0;
   LossScaleTally loss_scaling;
+  // The samples trained in the timed region (MLPerf's trained_samples, which gpt3's rules require
+  // once), then run_stop with its status.
+  auto log_run_stop = [&](const char* status) {
+    bus.mllog("POINT_IN_TIME", "trained_samples", samples_trained);
+    bus.mllog("INTERVAL_END", "run_stop", nullptr, {{"status", status}});
+  };
   try {
     emit_submission_keys(s, p, bus);
     bus.mllog("POINT_IN_TIME", "cache_clear", true);
@@ -348,7 +354,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
     }
     w.synchronize();
     const auto t_stop = Clock::now();
-    bus.mllog("INTERVAL_END", "run_stop", nullptr, {{"status", converged ? "success" : "aborted"}});
+    log_run_stop(converged ? "success" : "aborted");
     run_started = false;
     r.converged = converged;
     r.time_to_train_seconds = seconds(t_start, t_stop);
@@ -362,7 +368,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
   } catch (...) {
     classify_current_exception(r, s);
     if (run_started) {
-      bus.mllog("INTERVAL_END", "run_stop", nullptr, {{"status", "aborted"}});
+      log_run_stop("aborted");
       r.time_to_train_seconds = seconds(t_start, Clock::now());
       r.seconds = r.time_to_train_seconds;
     }

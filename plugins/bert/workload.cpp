@@ -250,15 +250,15 @@ RunInfo BertWorkload::setup(const RunContext& ctx) {
 
   const std::int64_t gbs = batch_ * ctx.world_size;
   hyper_ = {{"global_batch_size", gbs},
-            {"opt_base_learning_rate", static_cast<double>(lr)},
-            {"opt_lamb_epsilon", static_cast<double>(lo.epsilon)},
+            {"opt_base_learning_rate", t.get_float(o, "lr")},
+            {"opt_lamb_epsilon", t.get_float(o, "lamb-epsilon")},
             {"opt_learning_rate_training_steps", total},
             {"opt_learning_rate_warmup_steps", warmup},
             {"num_warmup_steps", warmup},
             {"start_warmup_step", t.get_int(o, "start-warmup-step")},
-            {"opt_lamb_beta_1", static_cast<double>(lo.beta1)},
-            {"opt_lamb_beta_2", static_cast<double>(lo.beta2)},
-            {"opt_lamb_weight_decay_rate", static_cast<double>(lo.weight_decay)},
+            {"opt_lamb_beta_1", t.get_float(o, "lamb-beta1")},
+            {"opt_lamb_beta_2", t.get_float(o, "lamb-beta2")},
+            {"opt_lamb_weight_decay_rate", t.get_float(o, "weight-decay")},
             {"gradient_accumulation_steps", std::int64_t{1}},
             {"max_sequence_length", s.seq_len},
             {"max_predictions_per_seq", max_pred}};

@@ -218,7 +218,7 @@ RunInfo DlrmWorkload::setup(const RunContext& ctx) {
     local_batch_ = global_batch_ / world;
   }
   eval_batch_size_ = opt_int("eval-batch-size", 65536);
-  learning_rate_ = static_cast<float>(o.has("learning-rate") ? o.get_float("learning-rate") : 0.005);
+  learning_rate_ = o.has("learning-rate") ? o.get_float("learning-rate") : 0.005;
   evals_per_epoch_ = static_cast<int>(opt_int("evals-per-epoch", 20));
   max_epochs_ = static_cast<int>(opt_int("max-epochs", 1));
   target_ = o.has("target") ? o.get_float("target") : 0.80275;
@@ -413,7 +413,7 @@ StepResult DlrmWorkload::train_step() {
     model_->backward(nn::bce_with_logits_backward(logits, labels, scale));
   }
   reduce_gradients();  // every rank then sees the same gradients, and decides alike
-  if (precision_.unscale_and_check(optimizer_->parameters())) optimizer_->step(learning_rate_);
+  if (precision_.unscale_and_check(optimizer_->parameters())) optimizer_->step(static_cast<float>(learning_rate_));
   model_->zero_grad_fast();
   ++steps_;
   cursor_ += global_batch_;
@@ -545,7 +545,7 @@ Hyperparameters DlrmWorkload::hyperparameters() const {
       {"global_batch_size", global_batch_},
       {"gradient_accumulation_steps", std::int64_t{1}},
       {"opt_name", std::string("adagrad")},
-      {"opt_base_learning_rate", static_cast<double>(learning_rate_)},
+      {"opt_base_learning_rate", learning_rate_},
       {"opt_adagrad_learning_rate_decay", 0.0},
       {"opt_weight_decay", 0.0},
       {"opt_adagrad_initial_accumulator_value", 0.0},

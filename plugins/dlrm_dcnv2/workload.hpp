@@ -84,7 +84,7 @@ class DlrmWorkload : public benchhost::Workload {
   std::int64_t cursor_ = 0;  // global sample index of the next training batch
   std::int64_t steps_ = 0, epoch_ = 0;
   std::int64_t train_size_ = 0;
-  float learning_rate_ = 0;
+  double learning_rate_ = 0;  ///< as configured; logged as written, applied as f32
   int evals_per_epoch_ = 20;
   int max_epochs_ = 1;
   double target_ = 0.80275;  ///< validation AUC target (dlrm_dcnv2.target)

@@ -243,17 +243,16 @@ RunInfo GptWorkload::setup(const RunContext& ctx) {
   hyper_ = {{"global_batch_size", gbs},
             {"max_sequence_length", s.seq_len},
             {"opt_name", std::string("adam")},
-            {"opt_base_learning_rate", static_cast<double>(lr)},
-            {"opt_end_learning_rate", static_cast<double>(min_lr)},
+            {"opt_base_learning_rate", t.get_float(o, "lr")},
+            {"opt_end_learning_rate", t.get_float(o, "min-lr")},
             {"opt_learning_rate_decay_steps", decay},
             {"opt_learning_rate_warmup_steps", warmup},
             {"opt_learning_rate_decay_schedule", std::string("cosine with linear warmup")},
-            {"opt_adam_beta_1", static_cast<double>(ao.beta1)},
-            {"opt_adam_beta_2", static_cast<double>(ao.beta2)},
-            {"opt_adam_epsilon", static_cast<double>(ao.epsilon)},
-            {"opt_gradient_clip_norm", static_cast<double>(clip_norm_)},
+            {"opt_adam_beta_1", t.get_float(o, "adam-beta1")},
+            {"opt_adam_beta_2", t.get_float(o, "adam-beta2")},
+            {"opt_adam_epsilon", t.get_float(o, "adam-epsilon")},
+            {"opt_gradient_clip_norm", t.get_float(o, "clip-norm")},
             {"gradient_accumulation_steps", std::int64_t{1}},
-            {"eval_samples", eval_windows_},
             {"init_checkpoint_step", t.get_int(o, "init-checkpoint-step")}};
 
   RunInfo info;
