@@ -9,6 +9,7 @@
 
 #include "data.hpp"
 #include "model.hpp"
+#include "common/host_run.hpp"
 #include "common/lm_mini_context.hpp"
 #include "options.hpp"
 #include "sizes.hpp"
@@ -169,4 +170,11 @@ TEST(BertMini, ReachesTheTargetFromAFixedSeed) {
   std::printf("bert mini: masked-LM accuracy %.4f after %lld samples (target %.4f), next-sentence accuracy %.4f\n",
               run.metric, static_cast<long long>(run.samples), target, w.nsp_accuracy());
   EXPECT_TRUE(run.reached);
+}
+
+// What a user runs: `benchhost --plugin bert --config mini`, time to train through the executable,
+// and an MLLOG file that follows the MLPerf logging rules (tools/mllog_check.py).
+TEST(BertMini, TimeToTrainThroughTheHostWithACompliantMllog) {
+  if (text::default_kjv_path().empty()) GTEST_SKIP() << "bible-kjv-text is not installed";
+  test_support::expect_mini_time_to_train("bert", "bert");
 }

@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/host_run.hpp"
+
 namespace fs = std::filesystem;
 
 TEST(DlrmMini, ReachesTargetThroughTheHost) {
@@ -51,4 +53,6 @@ TEST(DlrmMini, ReachesTargetThroughTheHost) {
                           "\"opt_adagrad_initial_accumulator_value\"", "\"eval_accuracy\"",
                           "\"run_stop\"", "\"success\""})
     EXPECT_NE(text.find(key), std::string::npos) << "MLLOG lacks " << key;
+  // The whole file against the MLPerf logging rules (open division: a scaled-down model).
+  EXPECT_EQ(test_support::mllog_violations(mllog), "");
 }

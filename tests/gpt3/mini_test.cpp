@@ -5,14 +5,17 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
+#include "common/host_run.hpp"
 #include "common/lm_mini_context.hpp"
 #include "options.hpp"
 #include "text/corpus.hpp"
 #include "workload.hpp"
 
 using namespace benchhost;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -84,4 +87,17 @@ TEST(Gpt3Modes, SyntheticTrainAndInferAtAnySize) {
     EXPECT_EQ(b.samples, batch);
     EXPECT_TRUE(std::isfinite(w.evaluate().metric));
   }
+}
+
+// What a user runs: `benchhost --plugin gpt3 --config mini`, time to train through the executable,
+// and an MLLOG file that follows the MLPerf logging rules (tools/mllog_check.py).
+TEST(Gpt3Mini, TimeToTrainThroughTheHostWithACompliantMllog) {
+  if (text::default_kjv_path().empty()) GTEST_SKIP() << "bible-kjv-text is not installed";
+  test_support::expect_mini_time_to_train("gpt3", "gpt3");
+  // Hyperparameters are logged as configured: the closed rules compare opt_adam_beta_2 with 0.95
+  // exactly, which its f32 rounding (0.949999988) would fail.
+  const std::string mllog = test_support::read_text(fs::path(BENCHHOST_BINARY_DIR) / "host_runs" / "gpt3_mini_ttt" / "mllog.txt");
+  for (const char* logged : {"\"key\": \"opt_adam_beta_2\", \"value\": 0.95,", "\"key\": \"opt_adam_epsilon\", \"value\": 1e-08,",
+                             "\"key\": \"opt_adam_beta_1\", \"value\": 0.9,", "\"key\": \"opt_base_learning_rate\", \"value\": 0.003,"})
+    EXPECT_NE(mllog.find(logged), std::string::npos) << logged;
 }

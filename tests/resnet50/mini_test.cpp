@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "common/host_run.hpp"
 #include "workload.hpp"
 
 namespace {
@@ -86,6 +87,8 @@ TEST(ResNet50Mini, ReachesTargetOnFashionMnist) {
     EXPECT_NE(mls.str().find("\"key\": \"weights_initialization\", \"value\": null, \"metadata\": {\"file\""),
               std::string::npos);
     EXPECT_NE(mls.str().find("\"tensor\": \"conv0_weight\""), std::string::npos);
+    // The whole file against the MLPerf logging rules (open division: a scaled-down model).
+    EXPECT_EQ(test_support::mllog_violations(out / "mllog.txt"), "");
     fs::remove_all(out);
     return;
   }
