@@ -3,7 +3,7 @@
 /// MLLOG file it writes with tools/mllog_check.py (the MLPerf Training v3.0 logging rules).
 ///
 /// Usage (any test area; tests/ is on the include path):
-///   const auto run = test_support::run_host("gpt3", "--config configs/gpt3/mini.conf --threads 2");
+///   const auto run = benchhost::test_support::run_host("gpt3", "--config configs/gpt3/mini.conf --threads 2");
 ///   ASSERT_TRUE(run.started) << run.why;
 ///   EXPECT_EQ(run.result.at("status"), "PASSED") << run.console;
 ///   EXPECT_EQ(test_support::mllog_violations(run.mllog), "");
@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
-namespace test_support {
+namespace benchhost::test_support {
 
 struct HostRun {
   bool started = false;           ///< the executable and plugin exist and a report was written
@@ -91,11 +91,11 @@ inline std::string mllog_violations(const std::filesystem::path& mllog) {
   return out;
 }
 
-}  // namespace test_support
+}  // namespace benchhost::test_support
 
 #include <gtest/gtest.h>
 
-namespace test_support {
+namespace benchhost::test_support {
 
 /// Time to train on a plugin's mini config through the executable, from the config's seed: the
 /// run must pass, converge, and leave an MLLOG file that tools/mllog_check.py accepts for
@@ -118,4 +118,4 @@ inline void expect_mini_time_to_train(const std::string& plugin, const std::stri
   EXPECT_NE(mllog.find("\"status\": \"success\""), std::string::npos);
 }
 
-}  // namespace test_support
+}  // namespace benchhost::test_support

@@ -54,5 +54,5 @@ TEST(DlrmMini, ReachesTargetThroughTheHost) {
                           "\"run_stop\"", "\"success\""})
     EXPECT_NE(text.find(key), std::string::npos) << "MLLOG lacks " << key;
   // The whole file against the MLPerf logging rules (open division: a scaled-down model).
-  EXPECT_EQ(test_support::mllog_violations(mllog), "");
+  EXPECT_EQ(benchhost::test_support::mllog_violations(mllog), "");
 }
