@@ -88,3 +88,23 @@ TEST(CudaBackend, StreamsAndPinnedCopies) {
   auto env = b.environment();
   EXPECT_FALSE(env.empty());
 }
+
+// A copy on a side stream (the data loader's) is ordered after the work already queued on the
+// default stream, where the ops run: it sees what that work wrote. Device-to-device copies do
+// not block the host, so the fill below is still running when the side-stream copy is issued.
+TEST(CudaBackend, SideStreamCopyWaitsForTheDefaultStream) {
+  REQUIRE_GPU();
+  DeviceBackend& b = device_backend(DeviceType::cuda);
+  const std::int64_t n = std::int64_t(1) << 26;  // 256 MiB of f32
+  Tensor d = Tensor::empty({n}, DType::f32, Device::cuda(0));
+  d.fill_(3.0);
+  StreamHandle s = b.create_stream(0);
+  Allocator& pinned = b.host_pinned_allocator();
+  auto* host = static_cast<float*>(pinned.allocate(sizeof(float)));
+  *host = 0.0f;
+  b.copy(host, Device::cpu(), d.data<float>() + (n - 1), Device::cuda(0), sizeof(float), s);
+  b.synchronize(0, s);
+  EXPECT_EQ(*host, 3.0f);
+  pinned.deallocate(host, sizeof(float));
+  b.destroy_stream(0, s);
+}

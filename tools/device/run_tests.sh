@@ -23,6 +23,13 @@ for entry in ${TESTS:-$default_tests}; do
   rc=$?
   echo "$t rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/$t.log" | tr '\n' ' ')" >> "$out/summary.txt"
   [ $rc = 0 ] || status=1
+  # On this machine a CUDA test may skip only for a missing capability (e.g. Hopper), never
+  # because the GPU cannot be used at all: that would pass every test without running any.
+  no_gpu=$(grep -m1 -oE "(the CUDA backend library could not be loaded|requested but 0 (cuda|CUDA) device\(s\) are visible).*" "$out/$t.log")
+  if [ -n "$no_gpu" ]; then
+    echo "$t: the GPU was not usable, CUDA tests skipped: $no_gpu" >> "$out/summary.txt"
+    status=1
+  fi
 done
 cat "$out/device.txt" "$out/summary.txt"
 exit $status

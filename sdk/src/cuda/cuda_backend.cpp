@@ -216,6 +216,17 @@ class CudaBackend final : public DeviceBackend {
     if (dst_dev.is_cuda()) BH_CHECK_CUDA(cudaSetDevice(dst_dev.index));
     else if (src_dev.is_cuda()) BH_CHECK_CUDA(cudaSetDevice(src_dev.index));
     if (stream) {
+      // A side stream (cudaStreamNonBlocking) does not wait for the legacy default stream, where
+      // the ops run (Note [CUDA op streams]). The caching allocator hands out a block as soon as
+      // it is freed, while ops queued on the default stream may still use it, and the source may
+      // still be being written there: so the copy first waits for the work queued there so far.
+      cudaEvent_t queued = nullptr;
+      BH_CHECK_CUDA(cudaEventCreateWithFlags(&queued, cudaEventDisableTiming));
+      cudaError_t wait_for_default_stream = cudaEventRecord(queued, cudaStreamLegacy);
+      if (wait_for_default_stream == cudaSuccess)
+        wait_for_default_stream = cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), queued, 0);
+      cudaEventDestroy(queued);
+      BH_CHECK_CUDA(wait_for_default_stream);
       BH_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, static_cast<cudaStream_t>(stream)));
     } else {
       BH_CHECK_CUDA(cudaMemcpy(dst, src, bytes, kind));
