@@ -21,7 +21,9 @@ fi
 [ "${SKIP_BUILD:-0}" = 1 ] || cmake --build "$build" -j "$(nproc)"
 rm -rf "$build/syslib" && mkdir -p "$build/syslib"
 # Every non-CUDA shared library the binaries need (glibc stays: the device's is newer).
-find "$build/bin" "$build/lib" "$build/test_plugins" -type f \( -perm -u+x -o -name '*.so*' \) -print0 |
+dirs=("$build/bin" "$build/lib")
+[ -d "$build/test_plugins" ] && dirs+=("$build/test_plugins")  # optional: find would fail (and stop this script) on a missing folder
+find "${dirs[@]}" -type f \( -perm -u+x -o -name '*.so*' \) -print0 |
   { xargs -0 ldd 2>/dev/null || true; } | awk '/=> \//{print $3}' | sort -u |
   grep -vE '/usr/local/cuda|/work/main/|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|ld-linux|libcuda\.so|libcudnn|libcublas|libnccl|libcudart' |
   while read -r lib; do cp -L "$lib" "$build/syslib/"; done
