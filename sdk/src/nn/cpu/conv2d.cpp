@@ -356,16 +356,34 @@ std::vector<Conv2dSpec> example_specs() {
   return v;
 }
 
+// Example calls of the three conv ops: a spec, the channels in and out, and whether a bias goes
+// with it. The last two are the shapes cuDNN runs natively in f16/bf16 (NHWC, channels per group
+// multiples of 8, no bias: Note [Half-precision convolutions] in nn/cuda/conv_cudnn.cpp), so the
+// half-precision registry walk reaches that path on a GPU.
+struct ConvExample {
+  Conv2dSpec spec;
+  std::int64_t in_channels = 4, out_channels = 6;
+  bool bias = false;
+};
+
+std::vector<ConvExample> examples() {
+  std::vector<ConvExample> v;
+  int k = 0;
+  for (const Conv2dSpec& s : example_specs()) v.push_back({s, 4, 6, k++ % 2 == 0});
+  for (const Conv2dSpec& s : example_specs())
+    if (s.layout == ImageLayout::nhwc) v.push_back({s, 16, 16, false});
+  return v;
+}
+
 std::vector<OpCall> forward_cases(std::uint64_t seed) {
   std::vector<OpCall> out;
   int k = 0;
-  for (const Conv2dSpec& s : example_specs()) {
-    const ImageDims xd{2, 4, 7, 6};
-    const Shape ws{6, 4 / s.groups, 3, 3};
+  for (const auto& [s, ci, co, bias] : examples()) {
+    const ImageDims xd{2, ci, 7, 6};
+    const Shape ws{co, ci / s.groups, 3, 3};
     OpCall c;
     const Tensor x = conv_random(image_shape(xd, s.layout), seed + 10 * k + 1);
-    c.inputs = {x, conv_random(ws, seed + 10 * k + 2),
-                (k % 2 == 0) ? conv_random({6}, seed + 10 * k + 3) : Tensor()};
+    c.inputs = {x, conv_random(ws, seed + 10 * k + 2), bias ? conv_random({co}, seed + 10 * k + 3) : Tensor()};
     c.outputs = {Tensor::empty(conv2d_output_shape(x.shape(), ws, s))};
     c.attrs = conv_attrs(s);
     out.push_back(c);
@@ -377,9 +395,9 @@ std::vector<OpCall> forward_cases(std::uint64_t seed) {
 std::vector<OpCall> backward_data_cases(std::uint64_t seed) {
   std::vector<OpCall> out;
   int k = 0;
-  for (const Conv2dSpec& s : example_specs()) {
-    const Shape xs = image_shape({2, 4, 7, 6}, s.layout);
-    const Shape ws{6, 4 / s.groups, 3, 3};
+  for (const auto& [s, ci, co, bias] : examples()) {
+    const Shape xs = image_shape({2, ci, 7, 6}, s.layout);
+    const Shape ws{co, ci / s.groups, 3, 3};
     OpCall c;
     c.inputs = {conv_random(conv2d_output_shape(xs, ws, s), seed + 10 * k + 1),
                 conv_random(ws, seed + 10 * k + 2)};
@@ -394,13 +412,13 @@ std::vector<OpCall> backward_data_cases(std::uint64_t seed) {
 std::vector<OpCall> backward_weights_cases(std::uint64_t seed) {
   std::vector<OpCall> out;
   int k = 0;
-  for (const Conv2dSpec& s : example_specs()) {
-    const Shape xs = image_shape({2, 4, 7, 6}, s.layout);
-    const Shape ws{6, 4 / s.groups, 3, 3};
+  for (const auto& [s, ci, co, bias] : examples()) {
+    const Shape xs = image_shape({2, ci, 7, 6}, s.layout);
+    const Shape ws{co, ci / s.groups, 3, 3};
     OpCall c;
     c.inputs = {conv_random(conv2d_output_shape(xs, ws, s), seed + 10 * k + 1),
                 conv_random(xs, seed + 10 * k + 2)};
-    c.outputs = {Tensor::zeros(ws), (k % 2 == 0) ? Tensor::zeros({6}) : Tensor()};
+    c.outputs = {Tensor::zeros(ws), bias ? Tensor::zeros({co}) : Tensor()};
     c.attrs = conv_attrs(s);
     out.push_back(c);
     ++k;

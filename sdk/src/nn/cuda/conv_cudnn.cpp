@@ -8,6 +8,16 @@
 // accumulation; TF32 tensor-op kernels only when tf32_enabled() (nn/math_mode.hpp), otherwise
 // only FMA kernels are eligible (exact f32 products).
 //
+// Note [Half-precision convolutions]
+// Under the bf16 and fp16 policies Conv2d hands these ops f16/bf16 images and weights. Calls whose
+// images, weights and outputs share one half type run natively: half tensors, f32 accumulation
+// (compute type FLOAT) and tensor-op kernels, as PyTorch's channels-last AMP convolutions do. The
+// weight gradient may be the f32 master gradient ("+="): it is computed in the half type and added
+// in f32 (the rounding PyTorch's AMP has too, where the half weight copy's gradient is cast back).
+// Native only where cuDNN's tensor-op kernels surely apply: NHWC, and input and output channels
+// per group multiples of 8; a bias (f32) or any other shape goes through the registry's f32
+// promotion (Note [Half-precision promotion]), e.g. a 1- or 3-channel stem convolution.
+//
 // Note [Convolution plans]
 // Descriptors and the algorithm are chosen once per (direction, shapes, parameters, layout,
 // device, math mode) and cached: cudnnFindConvolution*Algorithm benchmarks every algorithm the
@@ -25,6 +35,7 @@
 #include <vector>
 
 #include "benchhost/nn/math_mode.hpp"
+#include "benchhost/nn/ops.hpp"
 #include "nn/cpu/conv_common.hpp"
 #include "nn/cuda/cudnn_common.hpp"
 
@@ -51,9 +62,19 @@ int checked_int(std::int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-void set_act(TensorDesc& d, const ImageDims& dims, bool nhwc) {
+cudnnDataType_t cudnn_dtype(DType t) {
+  switch (t) {
+    case DType::f16: return CUDNN_DATA_HALF;
+    case DType::bf16: return CUDNN_DATA_BFLOAT16;
+    default: return CUDNN_DATA_FLOAT;
+  }
+}
+
+bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+void set_act(TensorDesc& d, const ImageDims& dims, bool nhwc, cudnnDataType_t type) {
   BH_CHECK_CUDNN(cudnnSetTensor4dDescriptor(
-      d.d, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+      d.d, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, type,
       checked_int(dims.n, "N"), checked_int(dims.c, "C"), checked_int(dims.h, "H"),
       checked_int(dims.w, "W")));
 }
@@ -85,30 +106,32 @@ Perf choose(Find&& find, Heuristic&& heuristic, int count, bool tf32, const std:
 }
 
 std::string plan_key(Direction dir, const ConvGeometry& g, const Conv2dSpec& s, int device,
-                     bool tf32) {
-  return fmt::format("{}|{}|{}x{}x{}x{}|o{}k{}x{}|s{}x{}p{}x{}d{}x{}g{}|dev{}|tf32{}",
+                     bool tf32, DType dtype) {
+  return fmt::format("{}|{}|{}x{}x{}x{}|o{}k{}x{}|s{}x{}p{}x{}d{}x{}g{}|dev{}|tf32{}|{}",
                      static_cast<int>(dir), image_layout_name(s.layout), g.x.n, g.x.c, g.x.h,
                      g.x.w, g.out_channels, g.kh, g.kw, s.stride_h, s.stride_w, s.pad_h, s.pad_w,
-                     s.dilation_h, s.dilation_w, s.groups, device, tf32 ? 1 : 0);
+                     s.dilation_h, s.dilation_w, s.groups, device, tf32 ? 1 : 0, dtype_name(dtype));
 }
 
+// `tensor_ops`: tensor-op kernels are eligible (TF32 allowed for f32, or half data, where they
+// multiply exactly and accumulate in f32).
 std::unique_ptr<ConvPlan> build_plan(Direction dir, const ConvGeometry& g, const Conv2dSpec& s,
-                                     bool tf32, cudnnHandle_t h) {
+                                     bool tensor_ops, DType dtype, cudnnHandle_t h) {
+  const bool tf32 = tensor_ops;  // the name choose() and the math type below use
+  const cudnnDataType_t type = cudnn_dtype(dtype);
   auto p = std::make_unique<ConvPlan>();
   p->nhwc = s.layout == ImageLayout::nhwc;
-  set_act(p->x, g.x, p->nhwc);
-  set_act(p->y, g.y, p->nhwc);
+  set_act(p->x, g.x, p->nhwc, type);
+  set_act(p->y, g.y, p->nhwc, type);
   const int o = checked_int(g.out_channels, "O"), ig = checked_int(g.x.c / g.groups, "C/groups"),
             kh = checked_int(g.kh, "KH"), kw = checked_int(g.kw, "KW");
   BH_CHECK_CUDNN(cudnnSetTensor4dDescriptor(p->bias.d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, o,
                                             1, 1));
   BH_CHECK_CUDNN(cudnnSetFilter4dDescriptor(
-      p->w.d, CUDNN_DATA_FLOAT, p->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, o, ig, kh, kw));
+      p->w.d, type, p->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, o, ig, kh, kw));
   if (p->nhwc) {
-    BH_CHECK_CUDNN(cudnnSetTensor4dDescriptor(p->w_oihw.d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                              o, ig, kh, kw));
-    BH_CHECK_CUDNN(cudnnSetTensor4dDescriptor(p->w_ohwi.d, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT,
-                                              o, ig, kh, kw));
+    BH_CHECK_CUDNN(cudnnSetTensor4dDescriptor(p->w_oihw.d, CUDNN_TENSOR_NCHW, type, o, ig, kh, kw));
+    BH_CHECK_CUDNN(cudnnSetTensor4dDescriptor(p->w_ohwi.d, CUDNN_TENSOR_NHWC, type, o, ig, kh, kw));
   }
   BH_CHECK_CUDNN(cudnnSetConvolution2dDescriptor(
       p->conv.d, checked_int(s.pad_h, "pad_h"), checked_int(s.pad_w, "pad_w"),
@@ -179,17 +202,17 @@ std::unique_ptr<ConvPlan> build_plan(Direction dir, const ConvGeometry& g, const
   return p;
 }
 
-const ConvPlan& plan_for(Direction dir, const ConvGeometry& g, const Conv2dSpec& s,
+const ConvPlan& plan_for(Direction dir, const ConvGeometry& g, const Conv2dSpec& s, DType dtype,
                          cudnnHandle_t h) {
   static std::mutex mutex;
   static std::unordered_map<std::string, std::unique_ptr<ConvPlan>> plans;
   int device = 0;
   BH_CHECK_CUDA(cudaGetDevice(&device));
-  const bool tf32 = tf32_enabled();
-  const std::string key = plan_key(dir, g, s, device, tf32);
+  const bool tensor_ops = is_half(dtype) || tf32_enabled();
+  const std::string key = plan_key(dir, g, s, device, tensor_ops, dtype);
   std::lock_guard<std::mutex> lock(mutex);
   auto it = plans.find(key);
-  if (it == plans.end()) it = plans.emplace(key, build_plan(dir, g, s, tf32, h)).first;
+  if (it == plans.end()) it = plans.emplace(key, build_plan(dir, g, s, tensor_ops, dtype, h)).first;
   return *it->second;
 }
 
@@ -203,7 +226,7 @@ void* ptr(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 // The weights in the filter layout of the plan: w itself (NCHW) or an OHWI copy (NHWC).
 Tensor filter_of(const ConvPlan& p, const Tensor& w, cudnnHandle_t h) {
   if (!p.nhwc) return w;
-  Tensor t = Tensor::empty(w.shape(), DType::f32, w.device());
+  Tensor t = Tensor::empty(w.shape(), w.dtype(), w.device());
   const float one = 1.0f, zero = 0.0f;
   BH_CHECK_CUDNN(cudnnTransformTensor(h, &one, p.w_oihw.d, w.raw_data(), &zero, p.w_ohwi.d,
                                       t.raw_data()));
@@ -221,7 +244,7 @@ void forward(OpCall& call) {
               shape_str(image_shape(g.y, s.layout)));
   set_device_of(x);
   cudnnHandle_t h = cudnn_handle();
-  const ConvPlan& p = plan_for(Direction::forward, g, s, h);
+  const ConvPlan& p = plan_for(Direction::forward, g, s, x.dtype(), h);
   const Tensor wf = filter_of(p, w, h);
   Tensor ws = workspace(p, x);
   const float one = 1.0f, zero = 0.0f;
@@ -243,7 +266,7 @@ void backward_data(OpCall& call) {
               shape_str(image_shape(g.y, s.layout)));
   set_device_of(dy);
   cudnnHandle_t h = cudnn_handle();
-  const ConvPlan& p = plan_for(Direction::backward_data, g, s, h);
+  const ConvPlan& p = plan_for(Direction::backward_data, g, s, dy.dtype(), h);
   const Tensor wf = filter_of(p, w, h);
   Tensor ws = workspace(p, dy);
   const float one = 1.0f, zero = 0.0f;
@@ -264,17 +287,37 @@ void backward_weights(OpCall& call) {
               shape_str(image_shape(g.y, s.layout)));
   set_device_of(dy);
   cudnnHandle_t h = cudnn_handle();
-  const ConvPlan& p = plan_for(Direction::backward_filter, g, s, h);
+  const ConvPlan& p = plan_for(Direction::backward_filter, g, s, dy.dtype(), h);
   Tensor ws = workspace(p, dy);
   const float one = 1.0f, zero = 0.0f;
   const auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo);
-  if (!p.nhwc) {
+  if (dw.dtype() != dy.dtype()) {
+    // The f32 master gradient of half images (Note [Half-precision convolutions]): the gradient
+    // in the half type, in OIHW, then added in f32.
+    Tensor dw_half = Tensor::empty(dw.shape(), dy.dtype(), dw.device());
+    if (!p.nhwc) {
+      BH_CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, p.x.d, x.raw_data(), p.y.d,
+                                                    dy.raw_data(), p.conv.d, algo, ptr(ws),
+                                                    p.workspace_bytes, &zero, p.w.d,
+                                                    dw_half.raw_data()));
+    } else {
+      Tensor dw_ohwi = Tensor::empty(dw.shape(), dy.dtype(), dw.device());
+      BH_CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, p.x.d, x.raw_data(), p.y.d,
+                                                    dy.raw_data(), p.conv.d, algo, ptr(ws),
+                                                    p.workspace_bytes, &zero, p.w.d,
+                                                    dw_ohwi.raw_data()));
+      BH_CHECK_CUDNN(cudnnTransformTensor(h, &one, p.w_ohwi.d, dw_ohwi.raw_data(), &zero,
+                                          p.w_oihw.d, dw_half.raw_data()));
+    }
+    Tensor dst = dw;
+    add_(dst, cast(dw_half, dw.dtype()));
+  } else if (!p.nhwc) {
     // beta = 1: the gradient accumulates (dw +=).
     BH_CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, p.x.d, x.raw_data(), p.y.d,
                                                   dy.raw_data(), p.conv.d, algo, ptr(ws),
                                                   p.workspace_bytes, &one, p.w.d, dw.raw_data()));
   } else {
-    Tensor dw_ohwi = Tensor::empty(dw.shape(), DType::f32, dw.device());
+    Tensor dw_ohwi = Tensor::empty(dw.shape(), dw.dtype(), dw.device());
     BH_CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, p.x.d, x.raw_data(), p.y.d,
                                                   dy.raw_data(), p.conv.d, algo, ptr(ws),
                                                   p.workspace_bytes, &zero, p.w.d,
@@ -287,10 +330,56 @@ void backward_weights(OpCall& call) {
                                                 dbias.raw_data()));
 }
 
+// Which calls run here (Note [Half-precision convolutions]): f32 throughout, or one half type for
+// images, weights and outputs in the shapes where cuDNN's tensor-op kernels apply (the weight
+// gradient may be f32). `images` are the tensors that set the type; `weights` is the OIHW tensor.
+std::string accept_conv(const OpCall& c, const std::vector<Tensor>& images, const Tensor& weights,
+                        const std::vector<Tensor>& same_type, const Tensor& f32_or_same,
+                        const Tensor& f32_only) {
+  const DType t = images.front().dtype();
+  if (t == DType::f32) return accept_cuda_f32(c);
+  if (!is_half(t)) return fmt::format("cuDNN path takes f32/f16/bf16 images, got {}", dtype_name(t));
+  std::vector<Tensor> all = images;
+  all.insert(all.end(), same_type.begin(), same_type.end());
+  if (std::string why = require_cuda_contiguous(all, t); !why.empty()) return why;
+  if (f32_or_same.defined() && f32_or_same.dtype() != t && f32_or_same.dtype() != DType::f32)
+    return "the weight gradient must be f32 or the images' type";
+  if (std::string why = require_cuda_contiguous({f32_or_same}, f32_or_same.defined() ? f32_or_same.dtype() : t);
+      !why.empty())
+    return why;
+  if (f32_only.defined()) return "half-precision convolutions take no bias here (f32 promotion does)";
+  const Conv2dSpec s = conv_detail::conv_spec(c.attrs);
+  if (s.layout != ImageLayout::nhwc) return "half-precision convolutions run natively in NHWC only";
+  if (weights.dim() != 4 || s.groups <= 0 || weights.size(0) % (8 * s.groups) != 0 || weights.size(1) % 8 != 0)
+    return "half-precision convolutions need input and output channels per group that are multiples of 8";
+  return {};
+}
+
+// inputs {x, w, bias?}; outputs {y}
+std::string accept_forward(const OpCall& c) {
+  if (c.inputs.size() < 2 || c.outputs.empty()) return "conv2d_forward takes {x, w, bias?} -> {y}";
+  return accept_conv(c, {c.inputs[0]}, c.inputs[1], {c.inputs[1], c.outputs[0]}, Tensor(),
+                     c.inputs.size() > 2 ? c.inputs[2] : Tensor());
+}
+
+// inputs {dy, w}; outputs {dx}
+std::string accept_backward_data(const OpCall& c) {
+  if (c.inputs.size() < 2 || c.outputs.empty()) return "conv2d_backward_data takes {dy, w} -> {dx}";
+  return accept_conv(c, {c.inputs[0]}, c.inputs[1], {c.inputs[1], c.outputs[0]}, Tensor(), Tensor());
+}
+
+// inputs {dy, x}; outputs {dw +=, dbias +=?}
+std::string accept_backward_weights(const OpCall& c) {
+  if (c.inputs.size() < 2 || c.outputs.empty()) return "conv2d_backward_weights takes {dy, x} -> {dw, dbias?}";
+  return accept_conv(c, {c.inputs[0], c.inputs[1]}, c.outputs[0], {}, c.outputs[0],
+                     c.outputs.size() > 1 ? c.outputs[1] : Tensor());
+}
+
 const bool registered = [] {
-  register_op_impl("conv2d_forward", cuda_impl("cuda.cudnn", 100, forward));
-  register_op_impl("conv2d_backward_data", cuda_impl("cuda.cudnn", 100, backward_data));
-  register_op_impl("conv2d_backward_weights", cuda_impl("cuda.cudnn", 100, backward_weights));
+  register_op_impl("conv2d_forward", cuda_impl("cuda.cudnn", 100, forward, accept_forward));
+  register_op_impl("conv2d_backward_data", cuda_impl("cuda.cudnn", 100, backward_data, accept_backward_data));
+  register_op_impl("conv2d_backward_weights",
+                   cuda_impl("cuda.cudnn", 100, backward_weights, accept_backward_weights));
   return true;
 }();
 
