@@ -137,9 +137,8 @@ RULES = {
 
 
 class Line:
-    def __init__(self, number, text, record):
+    def __init__(self, number, record):
         self.number = number  # 1-based line number in the file
-        self.text = text
         self.time_ms = record["time_ms"]
         self.event_type = record["event_type"]
         self.key = record["key"]
@@ -165,7 +164,7 @@ def parse(path):
             if problem:
                 errors.append("line {}: {}".format(number, problem))
                 continue
-            lines.append(Line(number, text, record))
+            lines.append(Line(number, record))
     return lines, errors
 
 

@@ -1,13 +1,12 @@
 // configs/dlrm_dcnv2/mini.conf reaches its target through the host, from the config's fixed seed:
 //   benchhost --plugin dlrm_dcnv2 --config mini.conf
 // The generated data is cached under the build tree (XDG_CACHE_HOME), so only the first run
-// pays for the generator (~15 s). OMP_WAIT_POLICY=PASSIVE: oneDNN's OpenMP workers otherwise
-// spin between matmuls while the oneTBB ops run, which on 2 shared cores slowed training ~40x.
+// pays for the generator (~15 s). ctest runs it with OMP_WAIT_POLICY=PASSIVE (Note [Tests on
+// shared cores]): oneDNN's OpenMP workers otherwise spin between matmuls while the oneTBB ops run,
+// which on 2 shared cores slowed training ~40x.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,24 +16,9 @@
 namespace fs = std::filesystem;
 
 TEST(DlrmMini, ReachesTargetThroughTheHost) {
-  const fs::path bin = fs::path(BENCHHOST_BINARY_DIR) / "bin";
-  ASSERT_TRUE(fs::exists(bin / "benchhost")) << "build the benchhost target";
-  ASSERT_TRUE(fs::exists(bin / "plugins" / "dlrm_dcnv2.so")) << "build the dlrm_dcnv2 target";
-  const fs::path work = fs::path(BENCHHOST_BINARY_DIR) / "dlrm_mini_test";
-  fs::create_directories(work);
-  const fs::path report = work / "report.json", mllog = work / "mllog.txt";
-  fs::remove(report);
-  fs::remove(mllog);
-  const std::string cmd = fmt::format(
-      "XDG_CACHE_HOME={}/cache OMP_WAIT_POLICY=PASSIVE {}/benchhost --plugin dlrm_dcnv2 --config {}/configs/dlrm_dcnv2/mini.conf "
-      "-o {} --mllog {} > {}/console.txt 2>&1",
-      BENCHHOST_BINARY_DIR, bin.string(), BENCHHOST_SOURCE_DIR, report.string(), mllog.string(),
-      work.string());
-  const int rc = std::system(cmd.c_str());
-  std::ifstream in(report);
-  ASSERT_TRUE(in) << "no report; exit code " << rc << "; see " << (work / "console.txt");
-  const auto j = nlohmann::json::parse(in);
-  const auto& r = j.at("results").at(0);
+  const auto run = benchhost::test_support::run_host("dlrm_dcnv2", "--config configs/dlrm_dcnv2/mini.conf", "dlrm_mini");
+  ASSERT_TRUE(run.started) << run.why;
+  const auto& r = run.result;
   const auto& ttt = r.at("ttt");
   std::string evals;
   for (const auto& e : ttt.at("evals"))
@@ -46,13 +30,12 @@ TEST(DlrmMini, ReachesTargetThroughTheHost) {
   EXPECT_LE(ttt.at("epochs").get<int>(), 1);
 
   // The MLLOG carries the MLPerf DLRM-DCNv2 keys the compliance checker looks for.
-  std::ifstream log(mllog);
-  ASSERT_TRUE(log) << "no MLLOG at " << mllog;
-  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(fs::exists(run.mllog)) << "no MLLOG at " << run.mllog;
+  const std::string text = benchhost::test_support::read_text(run.mllog);
   for (const char* key : {"\"opt_name\", \"value\": \"adagrad\"", "\"opt_adagrad_epsilon\"",
                           "\"opt_adagrad_initial_accumulator_value\"", "\"eval_accuracy\"",
                           "\"run_stop\"", "\"success\""})
     EXPECT_NE(text.find(key), std::string::npos) << "MLLOG lacks " << key;
   // The whole file against the MLPerf logging rules (open division: a scaled-down model).
-  EXPECT_EQ(benchhost::test_support::mllog_violations(mllog), "");
+  EXPECT_EQ(benchhost::test_support::mllog_violations(run.mllog), "");
 }

@@ -7,11 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include "common/host_run.hpp"
 #include "workload.hpp"
@@ -54,21 +52,11 @@ TEST(ResNet50Mini, ReachesTargetOnFashionMnist) {
   const fs::path exe = fs::path(BENCHHOST_BINARY_DIR) / "bin" / "benchhost";
   const fs::path plugin = fs::path(BENCHHOST_BINARY_DIR) / "bin" / "plugins" / "resnet50.so";
   if (fs::exists(exe) && fs::exists(plugin)) {
-    const fs::path out = fs::temp_directory_path() / fmt::format("bh_resnet_mini_{}", ::getpid());
-    fs::create_directories(out);
-    const std::string cmd = fmt::format(
-        "'{}' --plugin resnet50 --config '{}' --threads 2 -o '{}' --mllog '{}' > '{}' 2>&1",
-        exe.string(), kMiniConf.string(), (out / "report.json").string(),
-        (out / "mllog.txt").string(), (out / "console.txt").string());
-    const int rc = std::system(cmd.c_str());
-    std::ifstream console(out / "console.txt");
-    std::stringstream text;
-    text << console.rdbuf();
-    ASSERT_EQ(rc, 0) << cmd << "\n" << text.str();
-    std::ifstream rep(out / "report.json");
-    const nlohmann::json j = nlohmann::json::parse(rep);
-    ASSERT_FALSE(j["results"].empty()) << text.str();
-    const auto& r = j["results"][0];
+    const auto run = test_support::run_host("resnet50", fmt::format("--config '{}' --threads 2", kMiniConf.string()),
+                                            "resnet50_mini");
+    ASSERT_TRUE(run.started) << run.why;
+    ASSERT_EQ(run.exit_code, 0) << run.console;
+    const auto& r = run.result;
     ASSERT_TRUE(r["ttt"].is_object()) << r.dump(2);
     const double top1 = r["ttt"]["final_metric"].get<double>();
     std::printf("mini top-1 %.4f in %.1f s (host time to train)\n", top1,
@@ -76,20 +64,17 @@ TEST(ResNet50Mini, ReachesTargetOnFashionMnist) {
     EXPECT_GE(top1, target) << r.dump(2);
     EXPECT_EQ(r["status"], "PASSED") << r.dump(2);
     // The MLLOG file carries the resnet keys.
-    std::ifstream ml(out / "mllog.txt");
-    std::stringstream mls;
-    mls << ml.rdbuf();
+    const std::string mls = test_support::read_text(run.mllog);
     for (const char* key : {"\"opt_name\"", "\"sgd_opt_base_learning_rate\"", "\"eval_accuracy\"",
                             "\"global_batch_size\"", "\"run_stop\"",
                             "\"key\": \"opt_learning_rate_decay_boundary_epochs\", \"value\": []"})
-      EXPECT_NE(mls.str().find(key), std::string::npos) << key;
+      EXPECT_NE(mls.find(key), std::string::npos) << key;
     // One weights_initialization event per tensor, tensor named in the metadata.
-    EXPECT_NE(mls.str().find("\"key\": \"weights_initialization\", \"value\": null, \"metadata\": {\"file\""),
+    EXPECT_NE(mls.find("\"key\": \"weights_initialization\", \"value\": null, \"metadata\": {\"file\""),
               std::string::npos);
-    EXPECT_NE(mls.str().find("\"tensor\": \"conv0_weight\""), std::string::npos);
+    EXPECT_NE(mls.find("\"tensor\": \"conv0_weight\""), std::string::npos);
     // The whole file against the MLPerf logging rules (open division: a scaled-down model).
-    EXPECT_EQ(test_support::mllog_violations(out / "mllog.txt"), "");
-    fs::remove_all(out);
+    EXPECT_EQ(test_support::mllog_violations(run.mllog), "");
     return;
   }
 

@@ -79,45 +79,44 @@ void set_act(TensorDesc& d, const ImageDims& dims, bool nhwc, cudnnDataType_t ty
       checked_int(dims.w, "W")));
 }
 
-// Without TF32, results measured with tensor-op math are skipped; the others (reported as FMA
-// or DEFAULT math) run with CUDNN_FMA_MATH forced on the descriptor (build_plan).
+// `tensor_ops`: tensor-op kernels are eligible (TF32 allowed for f32, or half data, where they
+// multiply exactly and accumulate in f32). Without, results measured with tensor-op math are
+// skipped; the others (reported as FMA or DEFAULT math) run with CUDNN_FMA_MATH forced on the
+// descriptor (build_plan).
 template <class Perf>
-bool eligible(const Perf& p, bool tf32) {
+bool eligible(const Perf& p, bool tensor_ops) {
   return p.status == CUDNN_STATUS_SUCCESS &&
-         (tf32 || (p.mathType != CUDNN_TENSOR_OP_MATH &&
+         (tensor_ops || (p.mathType != CUDNN_TENSOR_OP_MATH &&
                    p.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION));
 }
 
 // The fastest eligible result of a find (sorted by time), else of the heuristics. A find that
 // fails as a whole (e.g. out of memory for its own scratch) falls back to the heuristics.
 template <class Perf, class Find, class Heuristic>
-Perf choose(Find&& find, Heuristic&& heuristic, int count, bool tf32, const std::string& what) {
+Perf choose(Find&& find, Heuristic&& heuristic, int count, bool tensor_ops, const std::string& what) {
   std::vector<Perf> perf(static_cast<std::size_t>(count));
   int returned = 0;
   if (find(count, &returned, perf.data()) == CUDNN_STATUS_SUCCESS)
     for (int i = 0; i < returned; ++i)
-      if (eligible(perf[i], tf32)) return perf[i];
+      if (eligible(perf[i], tensor_ops)) return perf[i];
   returned = 0;
   BH_CHECK_CUDNN(heuristic(count, &returned, perf.data()));
   for (int i = 0; i < returned; ++i)
-    if (eligible(perf[i], tf32)) return perf[i];
+    if (eligible(perf[i], tensor_ops)) return perf[i];
   BH_THROW(Unsupported, "conv2d (cuDNN): no {} algorithm supports {}{}", what,
-           what, tf32 ? "" : " with FMA (non-TF32) math");
+           what, tensor_ops ? "" : " with FMA (non-TF32) math");
 }
 
 std::string plan_key(Direction dir, const ConvGeometry& g, const Conv2dSpec& s, int device,
-                     bool tf32, DType dtype) {
-  return fmt::format("{}|{}|{}x{}x{}x{}|o{}k{}x{}|s{}x{}p{}x{}d{}x{}g{}|dev{}|tf32{}|{}",
+                     bool tensor_ops, DType dtype) {
+  return fmt::format("{}|{}|{}x{}x{}x{}|o{}k{}x{}|s{}x{}p{}x{}d{}x{}g{}|dev{}|tensor_ops{}|{}",
                      static_cast<int>(dir), image_layout_name(s.layout), g.x.n, g.x.c, g.x.h,
                      g.x.w, g.out_channels, g.kh, g.kw, s.stride_h, s.stride_w, s.pad_h, s.pad_w,
-                     s.dilation_h, s.dilation_w, s.groups, device, tf32 ? 1 : 0, dtype_name(dtype));
+                     s.dilation_h, s.dilation_w, s.groups, device, tensor_ops ? 1 : 0, dtype_name(dtype));
 }
 
-// `tensor_ops`: tensor-op kernels are eligible (TF32 allowed for f32, or half data, where they
-// multiply exactly and accumulate in f32).
 std::unique_ptr<ConvPlan> build_plan(Direction dir, const ConvGeometry& g, const Conv2dSpec& s,
                                      bool tensor_ops, DType dtype, cudnnHandle_t h) {
-  const bool tf32 = tensor_ops;  // the name choose() and the math type below use
   const cudnnDataType_t type = cudnn_dtype(dtype);
   auto p = std::make_unique<ConvPlan>();
   p->nhwc = s.layout == ImageLayout::nhwc;
@@ -139,7 +138,7 @@ std::unique_ptr<ConvPlan> build_plan(Direction dir, const ConvGeometry& g, const
       checked_int(s.dilation_h, "dilation_h"), checked_int(s.dilation_w, "dilation_w"),
       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   BH_CHECK_CUDNN(cudnnSetConvolutionGroupCount(p->conv.d, checked_int(g.groups, "groups")));
-  BH_CHECK_CUDNN(cudnnSetConvolutionMathType(p->conv.d, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  BH_CHECK_CUDNN(cudnnSetConvolutionMathType(p->conv.d, tensor_ops ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
   int dn = 0, dc = 0, dh = 0, dw = 0;
   BH_CHECK_CUDNN(
       cudnnGetConvolution2dForwardOutputDim(p->conv.d, p->x.d, p->w.d, &dn, &dc, &dh, &dw));
@@ -163,7 +162,7 @@ std::unique_ptr<ConvPlan> build_plan(Direction dir, const ConvGeometry& g, const
           return cudnnGetConvolutionForwardAlgorithm_v7(h, p->x.d, p->w.d, p->conv.d, p->y.d, n,
                                                         r, out);
         },
-        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, tf32, what);
+        CUDNN_CONVOLUTION_FWD_ALGO_COUNT, tensor_ops, what);
     p->algo = static_cast<int>(perf.algo);
     p->workspace_bytes = perf.memory;
     math = perf.mathType;
@@ -177,7 +176,7 @@ std::unique_ptr<ConvPlan> build_plan(Direction dir, const ConvGeometry& g, const
           return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w.d, p->y.d, p->conv.d,
                                                              p->x.d, n, r, out);
         },
-        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, tf32, what);
+        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, tensor_ops, what);
     p->algo = static_cast<int>(perf.algo);
     p->workspace_bytes = perf.memory;
     math = perf.mathType;
@@ -191,14 +190,14 @@ std::unique_ptr<ConvPlan> build_plan(Direction dir, const ConvGeometry& g, const
           return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x.d, p->y.d, p->conv.d,
                                                                p->w.d, n, r, out);
         },
-        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, tf32, what);
+        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, tensor_ops, what);
     p->algo = static_cast<int>(perf.algo);
     p->workspace_bytes = perf.memory;
     math = perf.mathType;
   }
-  // With TF32 allowed, run with the math type the chosen algorithm was measured with (cuDNN's
+  // With tensor ops allowed, run with the math type the chosen algorithm was measured with (cuDNN's
   // recommendation); without, FMA math stays forced so that no TF32 kernel can be picked.
-  BH_CHECK_CUDNN(cudnnSetConvolutionMathType(p->conv.d, tf32 ? math : CUDNN_FMA_MATH));
+  BH_CHECK_CUDNN(cudnnSetConvolutionMathType(p->conv.d, tensor_ops ? math : CUDNN_FMA_MATH));
   return p;
 }
 
@@ -291,63 +290,47 @@ void backward_weights(OpCall& call) {
   Tensor ws = workspace(p, dy);
   const float one = 1.0f, zero = 0.0f;
   const auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo);
-  if (dw.dtype() != dy.dtype()) {
-    // The f32 master gradient of half images (Note [Half-precision convolutions]): the gradient
-    // in the half type, in OIHW, then added in f32.
-    Tensor dw_half = Tensor::empty(dw.shape(), dy.dtype(), dw.device());
-    if (!p.nhwc) {
-      BH_CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, p.x.d, x.raw_data(), p.y.d,
-                                                    dy.raw_data(), p.conv.d, algo, ptr(ws),
-                                                    p.workspace_bytes, &zero, p.w.d,
-                                                    dw_half.raw_data()));
-    } else {
-      Tensor dw_ohwi = Tensor::empty(dw.shape(), dy.dtype(), dw.device());
-      BH_CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, p.x.d, x.raw_data(), p.y.d,
-                                                    dy.raw_data(), p.conv.d, algo, ptr(ws),
-                                                    p.workspace_bytes, &zero, p.w.d,
-                                                    dw_ohwi.raw_data()));
-      BH_CHECK_CUDNN(cudnnTransformTensor(h, &one, p.w_ohwi.d, dw_ohwi.raw_data(), &zero,
-                                          p.w_oihw.d, dw_half.raw_data()));
-    }
-    Tensor dst = dw;
-    add_(dst, cast(dw_half, dw.dtype()));
-  } else if (!p.nhwc) {
-    // beta = 1: the gradient accumulates (dw +=).
+  // The gradient accumulates into dw (beta = 1), or, for the f32 master gradient of half images
+  // (Note [Half-precision convolutions]), goes into a half-type scratch that is then added in f32.
+  const bool master_f32 = dw.dtype() != dy.dtype();
+  const Tensor into = master_f32 ? Tensor::empty(dw.shape(), dy.dtype(), dw.device()) : dw;
+  const float* beta = master_f32 ? &zero : &one;
+  if (!p.nhwc) {
     BH_CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, p.x.d, x.raw_data(), p.y.d,
                                                   dy.raw_data(), p.conv.d, algo, ptr(ws),
-                                                  p.workspace_bytes, &one, p.w.d, dw.raw_data()));
+                                                  p.workspace_bytes, beta, p.w.d, into.raw_data()));
   } else {
-    Tensor dw_ohwi = Tensor::empty(dw.shape(), dw.dtype(), dw.device());
+    // Computed in OHWI, then transformed into OIHW.
+    Tensor dw_ohwi = Tensor::empty(dw.shape(), dy.dtype(), dw.device());
     BH_CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, p.x.d, x.raw_data(), p.y.d,
                                                   dy.raw_data(), p.conv.d, algo, ptr(ws),
                                                   p.workspace_bytes, &zero, p.w.d,
                                                   dw_ohwi.raw_data()));
-    BH_CHECK_CUDNN(cudnnTransformTensor(h, &one, p.w_ohwi.d, dw_ohwi.raw_data(), &one,
-                                        p.w_oihw.d, dw.raw_data()));
+    BH_CHECK_CUDNN(cudnnTransformTensor(h, &one, p.w_ohwi.d, dw_ohwi.raw_data(), beta,
+                                        p.w_oihw.d, into.raw_data()));
   }
+  if (master_f32) add_(dw, cast(into, dw.dtype()));
   if (dbias.defined())
     BH_CHECK_CUDNN(cudnnConvolutionBackwardBias(h, &one, p.y.d, dy.raw_data(), &one, p.bias.d,
                                                 dbias.raw_data()));
 }
 
 // Which calls run here (Note [Half-precision convolutions]): f32 throughout, or one half type for
-// images, weights and outputs in the shapes where cuDNN's tensor-op kernels apply (the weight
-// gradient may be f32). `images` are the tensors that set the type; `weights` is the OIHW tensor.
-std::string accept_conv(const OpCall& c, const std::vector<Tensor>& images, const Tensor& weights,
-                        const std::vector<Tensor>& same_type, const Tensor& f32_or_same,
-                        const Tensor& f32_only) {
-  const DType t = images.front().dtype();
+// `same_type` (the first of them sets it) in the shapes where cuDNN's tensor-op kernels apply.
+// `weights` is the OIHW tensor; `master_grad` (the weight gradient) may also be f32; a `bias` (or
+// its gradient) goes through f32 promotion.
+std::string accept_conv(const OpCall& c, const std::vector<Tensor>& same_type, const Tensor& weights,
+                        const Tensor& master_grad, const Tensor& bias) {
+  const DType t = same_type.front().dtype();
   if (t == DType::f32) return accept_cuda_f32(c);
   if (!is_half(t)) return fmt::format("cuDNN path takes f32/f16/bf16 images, got {}", dtype_name(t));
-  std::vector<Tensor> all = images;
-  all.insert(all.end(), same_type.begin(), same_type.end());
-  if (std::string why = require_cuda_contiguous(all, t); !why.empty()) return why;
-  if (f32_or_same.defined() && f32_or_same.dtype() != t && f32_or_same.dtype() != DType::f32)
-    return "the weight gradient must be f32 or the images' type";
-  if (std::string why = require_cuda_contiguous({f32_or_same}, f32_or_same.defined() ? f32_or_same.dtype() : t);
-      !why.empty())
-    return why;
-  if (f32_only.defined()) return "half-precision convolutions take no bias here (f32 promotion does)";
+  if (std::string why = require_cuda_contiguous(same_type, t); !why.empty()) return why;
+  if (master_grad.defined()) {
+    if (master_grad.dtype() != t && master_grad.dtype() != DType::f32)
+      return "the weight gradient must be f32 or the images' type";
+    if (std::string why = require_cuda_contiguous({master_grad}, master_grad.dtype()); !why.empty()) return why;
+  }
+  if (bias.defined()) return "half-precision convolutions take no bias here (f32 promotion does)";
   const Conv2dSpec s = conv_detail::conv_spec(c.attrs);
   if (s.layout != ImageLayout::nhwc) return "half-precision convolutions run natively in NHWC only";
   if (weights.dim() != 4 || s.groups <= 0 || weights.size(0) % (8 * s.groups) != 0 || weights.size(1) % 8 != 0)
@@ -358,20 +341,20 @@ std::string accept_conv(const OpCall& c, const std::vector<Tensor>& images, cons
 // inputs {x, w, bias?}; outputs {y}
 std::string accept_forward(const OpCall& c) {
   if (c.inputs.size() < 2 || c.outputs.empty()) return "conv2d_forward takes {x, w, bias?} -> {y}";
-  return accept_conv(c, {c.inputs[0]}, c.inputs[1], {c.inputs[1], c.outputs[0]}, Tensor(),
+  return accept_conv(c, {c.inputs[0], c.inputs[1], c.outputs[0]}, c.inputs[1], Tensor(),
                      c.inputs.size() > 2 ? c.inputs[2] : Tensor());
 }
 
 // inputs {dy, w}; outputs {dx}
 std::string accept_backward_data(const OpCall& c) {
   if (c.inputs.size() < 2 || c.outputs.empty()) return "conv2d_backward_data takes {dy, w} -> {dx}";
-  return accept_conv(c, {c.inputs[0]}, c.inputs[1], {c.inputs[1], c.outputs[0]}, Tensor(), Tensor());
+  return accept_conv(c, {c.inputs[0], c.inputs[1], c.outputs[0]}, c.inputs[1], Tensor(), Tensor());
 }
 
 // inputs {dy, x}; outputs {dw +=, dbias +=?}
 std::string accept_backward_weights(const OpCall& c) {
   if (c.inputs.size() < 2 || c.outputs.empty()) return "conv2d_backward_weights takes {dy, x} -> {dw, dbias?}";
-  return accept_conv(c, {c.inputs[0], c.inputs[1]}, c.outputs[0], {}, c.outputs[0],
+  return accept_conv(c, {c.inputs[0], c.inputs[1]}, c.outputs[0], c.outputs[0],
                      c.outputs.size() > 1 ? c.outputs[1] : Tensor());
 }
 
