@@ -11,6 +11,7 @@
 #include "benchhost/nn/conv.hpp"
 #include "benchhost/nn/embedding_bag.hpp"
 #include "benchhost/nn/ops.hpp"
+#include "benchhost/nn/registry.hpp"
 #include "benchhost/tensor.hpp"
 #include "common/gradcheck.hpp"
 
@@ -33,6 +34,7 @@ Tensor host(const Tensor& t) { return t.to(Device::cpu()); }
 
 struct Bottleneck {
   static constexpr std::int64_t kIn = 32, kMid = 16;
+  static Shape image() { return {4, 14, 14, kIn}; }  // NHWC
   Tensor w1, w2, w3;                      // [O, I, KH, KW]
   Tensor gamma[3], beta[3];
   Tensor running_mean[3], running_var[3];
@@ -42,8 +44,27 @@ struct BottleneckResult {
   Tensor y, dx, dw[3], dgamma[3], dbeta[3], running_mean[3], running_var[3];
 };
 
+// `act`: the activations' dtype. A half type runs the block as a mixed-precision step does: half
+// images and weights (the master weights cast), f32 BN parameters and statistics, f32 weight
+// gradients.
+Bottleneck seeded_bottleneck() {
+  const std::int64_t in = Bottleneck::kIn, mid = Bottleneck::kMid;
+  Bottleneck p;
+  p.w1 = random_tensor({mid, in, 1, 1}, 1, -0.3f, 0.3f);
+  p.w2 = random_tensor({mid, mid, 3, 3}, 2, -0.15f, 0.15f);
+  p.w3 = random_tensor({in, mid, 1, 1}, 3, -0.3f, 0.3f);
+  for (int i = 0; i < 3; ++i) {
+    const std::int64_t c = i == 2 ? in : mid;
+    p.gamma[i] = random_tensor({c}, 10 + i, 0.5f, 1.5f);
+    p.beta[i] = random_tensor({c}, 20 + i, -0.2f, 0.2f);
+    p.running_mean[i] = random_tensor({c}, 30 + i, -0.1f, 0.1f);
+    p.running_var[i] = random_tensor({c}, 40 + i, 0.8f, 1.2f);
+  }
+  return p;
+}
+
 BottleneckResult run_bottleneck(const Bottleneck& p, const Tensor& x_host, const Tensor& dy_host,
-                                Device dev) {
+                                Device dev, DType act = DType::f32) {
   const std::int64_t mid = Bottleneck::kMid;
   Conv2dSpec c1, c2, c3;
   c1.layout = c2.layout = c3.layout = ImageLayout::nhwc;
@@ -53,7 +74,7 @@ BottleneckResult run_bottleneck(const Bottleneck& p, const Tensor& x_host, const
   relu_bn.fuse_relu = true;
   const BatchNormSpec bn_specs[3] = {relu_bn, relu_bn, plain_bn};
   const Conv2dSpec conv_specs[3] = {c1, c2, c3};
-  const Tensor w[3] = {on(p.w1, dev), on(p.w2, dev), on(p.w3, dev)};
+  const Tensor w[3] = {on(p.w1.to(act), dev), on(p.w2.to(act), dev), on(p.w3.to(act), dev)};
 
   BottleneckResult r;
   Tensor gamma[3], beta[3];
@@ -63,7 +84,7 @@ BottleneckResult run_bottleneck(const Bottleneck& p, const Tensor& x_host, const
     r.running_mean[i] = on(p.running_mean[i], dev);
     r.running_var[i] = on(p.running_var[i], dev);
   }
-  const Tensor x = on(x_host, dev);
+  const Tensor x = on(x_host.to(act), dev);
   Tensor conv_in[3], conv_out[3];
   BatchNormSaved saved[3];
   Tensor h = x;
@@ -76,7 +97,7 @@ BottleneckResult run_bottleneck(const Bottleneck& p, const Tensor& x_host, const
   const Tensor pre = add(h, x);
   r.y = relu(pre);
 
-  const Tensor dy = on(dy_host, dev);
+  const Tensor dy = on(dy_host.to(act), dev);
   const Tensor dpre = activation_backward(dy, pre, Activation::relu);
   Tensor g = dpre;
   for (int i = 2; i >= 0; --i) {
@@ -96,20 +117,9 @@ BottleneckResult run_bottleneck(const Bottleneck& p, const Tensor& x_host, const
 
 TEST(CudaConvNet, BottleneckBlockNhwcMatchesCpu) {
   REQUIRE_GPU();
-  const std::int64_t n = 4, hw = 14, in = Bottleneck::kIn, mid = Bottleneck::kMid;
-  Bottleneck p;
-  p.w1 = random_tensor({mid, in, 1, 1}, 1, -0.3f, 0.3f);
-  p.w2 = random_tensor({mid, mid, 3, 3}, 2, -0.15f, 0.15f);
-  p.w3 = random_tensor({in, mid, 1, 1}, 3, -0.3f, 0.3f);
-  for (int i = 0; i < 3; ++i) {
-    const std::int64_t c = i == 2 ? in : mid;
-    p.gamma[i] = random_tensor({c}, 10 + i, 0.5f, 1.5f);
-    p.beta[i] = random_tensor({c}, 20 + i, -0.2f, 0.2f);
-    p.running_mean[i] = random_tensor({c}, 30 + i, -0.1f, 0.1f);
-    p.running_var[i] = random_tensor({c}, 40 + i, 0.8f, 1.2f);
-  }
-  const Tensor x = random_tensor({n, hw, hw, in}, 50);
-  const Tensor dy = random_tensor({n, hw, hw, in}, 51);
+  const Bottleneck p = seeded_bottleneck();
+  const Tensor x = random_tensor(Bottleneck::image(), 50);
+  const Tensor dy = random_tensor(Bottleneck::image(), 51);
   const BottleneckResult cpu = run_bottleneck(p, x, dy, Device::cpu());
   const BottleneckResult gpu = run_bottleneck(p, x, dy, Device::cuda(0));
   const double atol = 2e-4, rtol = 2e-3;
@@ -121,6 +131,43 @@ TEST(CudaConvNet, BottleneckBlockNhwcMatchesCpu) {
     EXPECT_TRUE(tensors_close(host(gpu.dbeta[i]), cpu.dbeta[i], atol, rtol)) << "bn" << i + 1 << " beta gradient";
     EXPECT_TRUE(tensors_close(host(gpu.running_mean[i]), cpu.running_mean[i], 1e-6, 1e-5)) << "bn" << i + 1 << " running mean";
     EXPECT_TRUE(tensors_close(host(gpu.running_var[i]), cpu.running_var[i], 1e-6, 1e-5)) << "bn" << i + 1 << " running var";
+  }
+}
+
+std::uint64_t total_promotions() {
+  std::uint64_t n = 0;
+  for (const auto& entry : OpRegistry::instance().promotion_counts()) n += entry.second;
+  return n;
+}
+
+// The same block in bf16 and f16 on CUDA: every op of it runs natively in the half type (cuDNN
+// tensor-op convolutions, our batch norm, add and ReLU kernels), none is promoted to f32
+// (Note [Half-precision promotion]), and the results stay within half-precision distance of the
+// f32 CPU block.
+TEST(CudaConvNet, BottleneckBlockInHalfPrecisionRunsNativelyAndMatchesCpu) {
+  REQUIRE_GPU();
+  const Bottleneck p = seeded_bottleneck();
+  const Tensor x = random_tensor(Bottleneck::image(), 50);
+  const Tensor dy = random_tensor(Bottleneck::image(), 51);
+  const BottleneckResult cpu = run_bottleneck(p, x, dy, Device::cpu());
+  for (DType half : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(half));
+    const std::uint64_t promoted_before = total_promotions();
+    const BottleneckResult gpu = run_bottleneck(p, x, dy, Device::cuda(0), half);
+    EXPECT_EQ(total_promotions(), promoted_before) << "an op of the block was promoted to f32";
+    EXPECT_EQ(gpu.y.dtype(), half);
+    // A few roundings of the half type (2^-8 bf16, 2^-11 f16) through three layers each way.
+    const double tol = half == DType::bf16 ? 5e-2 : 1e-2;
+    EXPECT_TRUE(tensors_close(host(gpu.y), cpu.y, tol, tol)) << "output";
+    EXPECT_TRUE(tensors_close(host(gpu.dx), cpu.dx, tol, tol)) << "input gradient";
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(gpu.dw[i].dtype(), DType::f32) << "the master weight gradient stays f32";
+      EXPECT_TRUE(tensors_close(host(gpu.dw[i]), cpu.dw[i], tol, tol)) << "conv" << i + 1 << " weight gradient";
+      EXPECT_TRUE(tensors_close(host(gpu.dgamma[i]), cpu.dgamma[i], tol, tol)) << "bn" << i + 1 << " gamma gradient";
+      EXPECT_TRUE(tensors_close(host(gpu.dbeta[i]), cpu.dbeta[i], tol, tol)) << "bn" << i + 1 << " beta gradient";
+      EXPECT_TRUE(tensors_close(host(gpu.running_mean[i]), cpu.running_mean[i], tol, tol)) << "bn" << i + 1 << " running mean";
+      EXPECT_TRUE(tensors_close(host(gpu.running_var[i]), cpu.running_var[i], tol, tol)) << "bn" << i + 1 << " running var";
+    }
   }
 }
 

@@ -42,6 +42,12 @@ TEST(OpRegistry, NoAcceptorListsEveryRefusal) {
   }
 }
 
+std::uint64_t promotions_of(const std::string& op) {
+  for (const auto& [name, n] : OpRegistry::instance().promotion_counts())
+    if (name == op) return n;
+  return 0;
+}
+
 // Note [Half-precision promotion]: a bf16 call reaches an implementation only through an
 // accepts() that takes it; otherwise it is computed in f32 and the bf16 outputs rounded once.
 TEST(OpRegistry, HalfCallsArePromotedUnlessAnImplementationTakesThem) {
@@ -61,8 +67,10 @@ TEST(OpRegistry, HalfCallsArePromotedUnlessAnImplementationTakesThem) {
   const Tensor x = Tensor::from_vector({1.0f, 1.0f / 3.0f, -2.5f}, {3});
   Tensor out = Tensor::from_vector({10.0f, 0.0f, 1.0f}, {3}).to(DType::bf16);
   OpCall half{{x.to(DType::bf16)}, {out}, {}};
+  const std::uint64_t promoted_before = promotions_of("test.promote");
   dispatch("test.promote", half);
   EXPECT_EQ(last, "ref") << "the reference (no accepts()) ran on promoted copies";
+  EXPECT_EQ(promotions_of("test.promote"), promoted_before + 1) << "the promotion is counted";
   EXPECT_EQ(seen, (std::vector<DType>{DType::f32, DType::f32})) << "the reference saw f32 tensors only";
   ASSERT_EQ(half.outputs[0].dtype(), DType::bf16);
   // bf16(1/3) = 0.333984375; 3 * that = 1.001953125 -> bf16 1.0 (the output is rounded once).
@@ -77,6 +85,7 @@ TEST(OpRegistry, HalfCallsArePromotedUnlessAnImplementationTakesThem) {
                                           [](OpCall&) { last = "bf16"; }, false});
   dispatch("test.promote", half);
   EXPECT_EQ(last, "bf16");
+  EXPECT_EQ(promotions_of("test.promote"), promoted_before + 1) << "a native call is not a promotion";
   OpCall f32call{{x}, {Tensor::zeros({3})}, {}};
   dispatch("test.promote", f32call);
   EXPECT_EQ(last, "ref") << "the bf16 implementation refused an f32 call";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 
 #include "benchhost/error.hpp"
@@ -153,6 +154,16 @@ bool has_half(const OpCall& call) {
          std::any_of(call.outputs.begin(), call.outputs.end(), is_half);
 }
 
+// Promoted calls by op name (OpRegistry::promotion_counts).
+struct Promotions {
+  std::mutex mutex;
+  std::map<std::string, std::uint64_t, std::less<>> counts;
+};
+Promotions& promotions() {
+  static Promotions p;
+  return p;
+}
+
 // "cast" is the conversion that promotion itself uses: each of its implementations handles the
 // dtypes it accepts by definition, so it is never promoted (that would recurse).
 bool never_promoted(const OpDef& def) { return def.name == "cast"; }
@@ -213,6 +224,10 @@ void OpRegistry::dispatch(std::string_view op, OpCall& call) const {
   OpCall promoted{{}, {}, call.attrs};
   for (const Tensor& t : call.inputs) promoted.inputs.push_back(to_f32(t));
   for (const Tensor& t : call.outputs) promoted.outputs.push_back(to_f32(t));
+  {
+    std::lock_guard lock(promotions().mutex);
+    ++promotions().counts[def.name];
+  }
   if (verbose_ops())
     std::fprintf(stderr, "benchhost_verbose,op,%s,promoted_to_f32,%s%s\n", def.name.c_str(),
                  describe_call(call).c_str(), refusals.c_str());
@@ -222,6 +237,11 @@ void OpRegistry::dispatch(std::string_view op, OpCall& call) const {
     OpCall back{{promoted.outputs[i]}, {call.outputs[i]}, Attrs()};
     dispatch("cast", back);
   }
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> OpRegistry::promotion_counts() const {
+  std::lock_guard lock(promotions().mutex);
+  return {promotions().counts.begin(), promotions().counts.end()};
 }
 
 void dispatch(std::string_view op, OpCall& call) { OpRegistry::instance().dispatch(op, call); }

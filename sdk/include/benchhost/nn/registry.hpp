@@ -140,6 +140,10 @@ class OpRegistry {
   /// with f16/bf16 tensors that no implementation takes is promoted to f32
   /// (Note [Half-precision promotion]).
   void dispatch(std::string_view op, OpCall& call) const;
+  /// How many calls dispatch() has promoted to f32 so far, by op name (ops never promoted are
+  /// absent): where a mixed-precision run pays conversion passes for want of a native
+  /// f16/bf16 implementation (Note [Half-precision promotion]). Process-wide, thread-safe.
+  std::vector<std::pair<std::string, std::uint64_t>> promotion_counts() const;
 
  private:
   OpRegistry() = default;

@@ -13,19 +13,10 @@
 
 #include "nn/cpu/addcmul_common.hpp"
 #include "nn/cuda/cuda_common.hpp"
+#include "nn/cuda/storage.hpp"
 
 namespace benchhost::nn::cuda {
 namespace {
-
-__device__ __forceinline__ float widen(float v) { return v; }
-__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
-__device__ __forceinline__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <class T>
-__device__ __forceinline__ T narrow(float v);
-template <> __device__ __forceinline__ float narrow<float>(float v) { return v; }
-template <> __device__ __forceinline__ __half narrow<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 narrow<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 template <class T>
 __global__ void addcmul_kernel(const T* c, const T* a, const T* b, T* out, float alpha, std::int64_t n,
@@ -54,11 +45,7 @@ void run(OpCall& call) {
   if (call.inputs[0].numel() == 0) return;
   set_device_of(call.inputs[0]);
   const float alpha = static_cast<float>(call.attrs.get("alpha", 1.0));
-  switch (call.inputs[0].dtype()) {
-    case DType::f16: return launch<__half>(call, alpha);
-    case DType::bf16: return launch<__nv_bfloat16>(call, alpha);
-    default: return launch<float>(call, alpha);
-  }
+  with_storage(call.inputs[0].dtype(), [&](auto tag) { launch<decltype(tag)>(call, alpha); });
 }
 
 const bool registered = register_op_impl("addcmul", cuda_impl("cuda.kernel", 50, run, accepts));

@@ -1,10 +1,13 @@
 // CUDA batch normalisation ops: batch_norm_forward (training: batch statistics; inference: the
 // running ones), batch_norm_backward and batch_norm_running_update. Attribute parsing, checks
 // and registration; the kernels and the reasons for not using cuDNN are in batchnorm.cu.
+// The activation-shaped tensors share one storage type (f32, f16 or bf16), the [C] vectors are
+// f32: the calls of a mixed-precision network (half activations, f32 parameters and statistics).
 
 #include "nn/cpu/conv_common.hpp"
 #include "nn/cuda/cuda_common.hpp"
 #include "nn/cuda/image_kernels.hpp"
+#include "nn/cuda/storage.hpp"
 
 namespace benchhost::nn::cuda {
 namespace {
@@ -19,7 +22,37 @@ BnShape bn_shape(const Tensor& x, ImageLayout layout, const char* op) {
   return s;
 }
 
-const float* opt(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+template <class T>
+const T* opt(const Tensor& t) { return t.defined() ? static_cast<const T*>(t.raw_data()) : nullptr; }
+template <class T>
+const T* in(const Tensor& t) { return static_cast<const T*>(t.raw_data()); }
+template <class T>
+T* out(Tensor& t) { return static_cast<T*>(t.raw_data()); }
+
+// "" when the activations share one storage type and the [C] vectors are f32, all contiguous on
+// a cuda device; else the reason.
+std::string accepts_split(const std::vector<Tensor>& activations, const std::vector<Tensor>& vectors) {
+  std::string why = require_one_storage(activations);
+  if (!why.empty()) return "activation " + why;
+  why = require_cuda_contiguous(vectors);
+  return why.empty() ? why : "channel vector " + why;
+}
+
+// inputs {x, gamma, beta, mean?, var?}; outputs {y, mean, var}
+std::string accepts_forward(const OpCall& c) {
+  if (c.inputs.size() < 3 || c.outputs.size() != 3) return "needs inputs {x, gamma, beta, ...} and outputs {y, mean, var}";
+  std::vector<Tensor> vectors(c.inputs.begin() + 1, c.inputs.end());
+  vectors.push_back(c.outputs[1]);
+  vectors.push_back(c.outputs[2]);
+  return accepts_split({c.inputs[0], c.outputs[0]}, vectors);
+}
+
+// inputs {dy, x, gamma, mean, var, y?}; outputs {dx, dgamma, dbeta}
+std::string accepts_backward(const OpCall& c) {
+  if (c.inputs.size() < 5 || c.outputs.size() != 3) return "needs inputs {dy, x, gamma, mean, var, y?} and outputs {dx, dgamma, dbeta}";
+  return accepts_split({c.inputs[0], c.inputs[1], c.inputs.size() > 5 ? c.inputs[5] : Tensor(), c.outputs[0]},
+                       {c.inputs[2], c.inputs[3], c.inputs[4], c.outputs[1], c.outputs[2]});
+}
 
 // inputs {x, gamma, beta, mean? var? (eval)}; outputs {y, mean, var}
 void forward(OpCall& call) {
@@ -36,7 +69,9 @@ void forward(OpCall& call) {
   if (training) {
     BH_CHECK_AS(InvalidArgument, s.count() > 0 || s.c == 0,
                 "batch_norm_forward: no values per channel in {}", x.describe());
-    bn_batch_stats(x.data<float>(), s, mean.data<float>(), var.data<float>(), x);
+    with_storage(x.dtype(), [&](auto tag) {
+      bn_batch_stats(in<decltype(tag)>(x), s, mean.data<float>(), var.data<float>(), x);
+    });
   } else {
     const Tensor &running_mean = call.inputs.at(3), &running_var = call.inputs.at(4);
     BH_CHECK_AS(InvalidArgument,
@@ -49,8 +84,11 @@ void forward(OpCall& call) {
     BH_CHECK_CUDA(cudaMemcpyAsync(var.raw_data(), running_var.raw_data(), var.nbytes(),
                                   cudaMemcpyDeviceToDevice, op_stream()));
   }
-  bn_normalize(x.data<float>(), gamma.data<float>(), beta.data<float>(), mean.data<float>(),
-               var.data<float>(), spec.eps, spec.fuse_relu, s, y.data<float>());
+  with_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    bn_normalize(in<T>(x), gamma.data<float>(), beta.data<float>(), mean.data<float>(),
+                 var.data<float>(), spec.eps, spec.fuse_relu, s, out<T>(y));
+  });
 }
 
 // inputs {dy, x, gamma, mean, var, y? (fuse_relu)}; outputs {dx, dgamma +=, dbeta +=}
@@ -72,9 +110,12 @@ void backward(OpCall& call) {
               "elements",
               x.describe(), s.c);
   set_device_of(x);
-  bn_backward(dy.data<float>(), x.data<float>(), opt(y), gamma.data<float>(), mean.data<float>(),
-              var.data<float>(), spec.eps, training, s, dx.data<float>(), dgamma.data<float>(),
-              dbeta.data<float>(), x);
+  with_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    bn_backward(in<T>(dy), in<T>(x), opt<T>(y), gamma.data<float>(), mean.data<float>(),
+                var.data<float>(), spec.eps, training, s, out<T>(dx), dgamma.data<float>(),
+                dbeta.data<float>(), x);
+  });
 }
 
 // inputs {batch_mean, batch_var}; outputs {running_mean, running_var} (updated in place)
@@ -95,8 +136,8 @@ void running_update(OpCall& call) {
 }
 
 const bool registered = [] {
-  register_op_impl("batch_norm_forward", cuda_impl("cuda.kernels", 50, forward));
-  register_op_impl("batch_norm_backward", cuda_impl("cuda.kernels", 50, backward));
+  register_op_impl("batch_norm_forward", cuda_impl("cuda.kernels", 50, forward, accepts_forward));
+  register_op_impl("batch_norm_backward", cuda_impl("cuda.kernels", 50, backward, accepts_backward));
   register_op_impl("batch_norm_running_update", cuda_impl("cuda.kernels", 50, running_update));
   return true;
 }();

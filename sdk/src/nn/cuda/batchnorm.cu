@@ -7,7 +7,11 @@
 // variance and leaves the running update to batch_norm_running_update; converting between the
 // two loses bits. These kernels follow the CPU reference's arithmetic instead.
 //
-// Layout and precision: f32 NCHW or NHWC, used in place; per-channel sums in double. A channel
+// Layout and precision: NCHW or NHWC, used in place. The activations (x, y, dy, dx) are stored
+// as f32, f16 or bf16 (one type per call; nn/cuda/storage.hpp), the per-channel vectors (gamma,
+// beta, mean, variance and their gradients) are f32, and all arithmetic is in double: a
+// mixed-precision ResNet hands its bf16 activations and f32 parameters straight to these kernels,
+// with no promotion copies. Per-channel sums are in double. A channel
 // reduction is two kernels: partial sums per (chunk of the channel's elements, channel), then a
 // per-channel finish that adds the partials in chunk order (deterministic, no atomics). NCHW
 // blocks own one channel and read contiguous H*W runs; NHWC blocks are 32 channels x 8 rows so
@@ -19,6 +23,7 @@
 
 #include "nn/cuda/cuda_common.hpp"
 #include "nn/cuda/image_kernels.hpp"
+#include "nn/cuda/storage.hpp"
 
 namespace benchhost::nn::cuda {
 namespace {
@@ -128,28 +133,41 @@ Tensor channel_sums(F f, const BnShape& s, const Tensor& like) {
   return totals;
 }
 
+template <class T>
+__device__ __forceinline__ double load(const T* p, std::int64_t i) { return static_cast<double>(widen(p[i])); }
+
+// The output gradient at i, zero where the fused ReLU's output y (if any) is not positive.
+template <class T>
+__device__ __forceinline__ double masked_grad(const T* dy, const T* y, std::int64_t i) {
+  return (y != nullptr && !(widen(y[i]) > 0.0f)) ? 0.0 : load(dy, i);
+}
+
+template <class T>
 struct SumX {
-  const float* x;
-  __device__ double2 operator()(std::int64_t i, std::int64_t) const { return make_double2(x[i], 0.0); }
+  const T* x;
+  __device__ double2 operator()(std::int64_t i, std::int64_t) const { return make_double2(load(x, i), 0.0); }
 };
 
+template <class T>
 struct SumSqDev {
-  const float* x;
+  const T* x;
   const float* mean;
   __device__ double2 operator()(std::int64_t i, std::int64_t c) const {
-    const double d = static_cast<double>(x[i]) - mean[c];
+    const double d = load(x, i) - mean[c];
     return make_double2(d * d, 0.0);
   }
 };
 
 // (g, g * xhat) with g the (ReLU-masked) output gradient and xhat the normalised input.
+template <class T>
 struct GradSums {
-  const float *dy, *x, *y, *mean, *var;
+  const T *dy, *x, *y;
+  const float *mean, *var;
   double eps;
   __device__ double2 operator()(std::int64_t i, std::int64_t c) const {
-    const double g = (y != nullptr && !(y[i] > 0.0f)) ? 0.0 : static_cast<double>(dy[i]);
+    const double g = masked_grad(dy, y, i);
     const double inv = rsqrt(static_cast<double>(var[c]) + eps);
-    return make_double2(g, g * (static_cast<double>(x[i]) - mean[c]) * inv);
+    return make_double2(g, g * (load(x, i) - mean[c]) * inv);
   }
 };
 
@@ -159,16 +177,17 @@ __global__ void write_mean(const double2* totals, double count, std::int64_t cha
     mean[c] = static_cast<float>(totals[c].x / count);
 }
 
-__global__ void normalize(const float* x, const float* gamma, const float* beta, const float* mean,
-                          const float* var, double eps, bool relu, BnShape s, float* y) {
+template <class T>
+__global__ void normalize(const T* x, const float* gamma, const float* beta, const float* mean,
+                          const float* var, double eps, bool relu, BnShape s, T* y) {
   const std::int64_t n = s.numel();
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t c = channel_of(i, s);
     const double inv = rsqrt(static_cast<double>(var[c]) + eps);
-    double v = static_cast<double>(gamma[c]) * (static_cast<double>(x[i]) - mean[c]) * inv + beta[c];
+    double v = static_cast<double>(gamma[c]) * (load(x, i) - mean[c]) * inv + beta[c];
     if (relu && v < 0) v = 0;
-    y[i] = static_cast<float>(v);
+    y[i] = narrow<T>(static_cast<float>(v));
   }
 }
 
@@ -180,22 +199,23 @@ __global__ void grad_params(const double2* totals, std::int64_t channels, float*
   }
 }
 
-__global__ void grad_input(const float* dy, const float* x, const float* y, const float* gamma,
+template <class T>
+__global__ void grad_input(const T* dy, const T* x, const T* y, const float* gamma,
                            const float* mean, const float* var, const double2* totals, double eps,
-                           bool training, BnShape s, float* dx) {
+                           bool training, BnShape s, T* dx) {
   const std::int64_t n = s.numel();
   const double count = static_cast<double>(s.count());
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t c = channel_of(i, s);
-    const double g = (y != nullptr && !(y[i] > 0.0f)) ? 0.0 : static_cast<double>(dy[i]);
+    const double g = masked_grad(dy, y, i);
     const double inv = rsqrt(static_cast<double>(var[c]) + eps);
     if (!training) {
-      dx[i] = static_cast<float>(gamma[c] * inv * g);
+      dx[i] = narrow<T>(static_cast<float>(gamma[c] * inv * g));
     } else {
-      const double xhat = (static_cast<double>(x[i]) - mean[c]) * inv;
-      dx[i] = static_cast<float>(gamma[c] * inv / count *
-                                 (count * g - totals[c].x - xhat * totals[c].y));
+      const double xhat = (load(x, i) - mean[c]) * inv;
+      dx[i] = narrow<T>(static_cast<float>(gamma[c] * inv / count *
+                                           (count * g - totals[c].x - xhat * totals[c].y)));
     }
   }
 }
@@ -212,35 +232,38 @@ __global__ void running_update(const float* batch_mean, const float* batch_var, 
 
 }  // namespace
 
-void bn_batch_stats(const float* x, const BnShape& s, float* mean, float* var, const Tensor& like) {
+template <class T>
+void bn_batch_stats(const T* x, const BnShape& s, float* mean, float* var, const Tensor& like) {
   if (s.numel() == 0) return;
   const double count = static_cast<double>(s.count());
-  Tensor sums = channel_sums(SumX{x}, s, like);
+  Tensor sums = channel_sums(SumX<T>{x}, s, like);
   write_mean<<<grid_for(s.c), 256, 0, op_stream()>>>(static_cast<const double2*>(sums.raw_data()),
                                                      count, s.c, mean);
   BH_CHECK_CUDA_LAUNCH("batch_norm write_mean");
-  Tensor sq = channel_sums(SumSqDev{x, mean}, s, like);
+  Tensor sq = channel_sums(SumSqDev<T>{x, mean}, s, like);
   write_mean<<<grid_for(s.c), 256, 0, op_stream()>>>(static_cast<const double2*>(sq.raw_data()),
                                                      count, s.c, var);
   BH_CHECK_CUDA_LAUNCH("batch_norm write_var");
 }
 
-void bn_normalize(const float* x, const float* gamma, const float* beta, const float* mean,
-                  const float* var, double eps, bool relu, const BnShape& s, float* y) {
+template <class T>
+void bn_normalize(const T* x, const float* gamma, const float* beta, const float* mean,
+                  const float* var, double eps, bool relu, const BnShape& s, T* y) {
   if (s.numel() == 0) return;
-  normalize<<<grid_for(s.numel()), 256, 0, op_stream()>>>(x, gamma, beta, mean, var, eps, relu, s, y);
+  normalize<T><<<grid_for(s.numel()), 256, 0, op_stream()>>>(x, gamma, beta, mean, var, eps, relu, s, y);
   BH_CHECK_CUDA_LAUNCH("batch_norm normalize");
 }
 
-void bn_backward(const float* dy, const float* x, const float* y, const float* gamma,
-                 const float* mean, const float* var, double eps, bool training, const BnShape& s,
-                 float* dx, float* dgamma, float* dbeta, const Tensor& like) {
+template <class T>
+void bn_backward(const T* dy, const T* x, const T* y, const float* gamma, const float* mean,
+                 const float* var, double eps, bool training, const BnShape& s, T* dx,
+                 float* dgamma, float* dbeta, const Tensor& like) {
   if (s.numel() == 0) return;
-  Tensor sums = channel_sums(GradSums{dy, x, y, mean, var, eps}, s, like);
+  Tensor sums = channel_sums(GradSums<T>{dy, x, y, mean, var, eps}, s, like);
   const auto* totals = static_cast<const double2*>(sums.raw_data());
   grad_params<<<grid_for(s.c), 256, 0, op_stream()>>>(totals, s.c, dgamma, dbeta);
   BH_CHECK_CUDA_LAUNCH("batch_norm grad_params");
-  grad_input<<<grid_for(s.numel()), 256, 0, op_stream()>>>(dy, x, y, gamma, mean, var, totals, eps,
+  grad_input<T><<<grid_for(s.numel()), 256, 0, op_stream()>>>(dy, x, y, gamma, mean, var, totals, eps,
                                                            training, s, dx);
   BH_CHECK_CUDA_LAUNCH("batch_norm grad_input");
 }
@@ -253,5 +276,17 @@ void bn_running_update(const float* batch_mean, const float* batch_var, float mo
                                                               channels, running_mean, running_var);
   BH_CHECK_CUDA_LAUNCH("batch_norm running_update");
 }
+
+#define BENCHHOST_BN_INSTANTIATE(T)                                                                \
+  template void bn_batch_stats<T>(const T*, const BnShape&, float*, float*, const Tensor&);       \
+  template void bn_normalize<T>(const T*, const float*, const float*, const float*, const float*, \
+                                double, bool, const BnShape&, T*);                                \
+  template void bn_backward<T>(const T*, const T*, const T*, const float*, const float*,          \
+                               const float*, double, bool, const BnShape&, T*, float*, float*,    \
+                               const Tensor&);
+BENCHHOST_BN_INSTANTIATE(float)
+BENCHHOST_BN_INSTANTIATE(__half)
+BENCHHOST_BN_INSTANTIATE(__nv_bfloat16)
+#undef BENCHHOST_BN_INSTANTIATE
 
 }  // namespace benchhost::nn::cuda

@@ -2,7 +2,10 @@
 //
 // Layout: contiguous tensors treated as flat arrays; one grid-stride loop per op (grid_for).
 // Precision: f32 math with the precise CUDA library functions (erff, tanhf, expf; no fast-math
-// intrinsics), so results stay within the ops' CPU parity tolerances (2e-6). add broadcasts b
+// intrinsics), so results stay within the ops' CPU parity tolerances (2e-6). The activations and
+// add store f32, f16 or bf16 (one storage type per call, nn/cuda/storage.hpp): half values are
+// widened on load and rounded once on store, so mixed-precision runs do not pay the promotion's
+// conversion passes on every GELU, ReLU and residual add. add broadcasts b
 // as a suffix of a's shape (element i uses b[i % b.numel()]) and may run in place (c == a).
 // cast converts f32 <-> f16 / bf16 with round-to-nearest-even (__float2half_rn,
 // __float2bfloat16_rn: IEEE rounding with overflow to inf), bit-identical to dtype.cpp's
@@ -13,6 +16,7 @@
 
 #include "nn/cuda/cuda_common.hpp"
 #include "nn/cuda/elementwise.hpp"
+#include "nn/cuda/storage.hpp"
 
 namespace benchhost::nn::cuda {
 
@@ -56,25 +60,41 @@ __device__ __forceinline__ float act_grad(int act, float x) {
   return 1.0f;
 }
 
-__global__ void act_fwd_kernel(int act, const float* __restrict__ x, float* y, std::int64_t n) {
+template <class T>
+__global__ void act_fwd_kernel(int act, const T* __restrict__ x, T* y, std::int64_t n) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    y[i] = act_fwd(act, x[i]);
+    y[i] = narrow<T>(act_fwd(act, widen(x[i])));
 }
 
-__global__ void act_bwd_kernel(int act, const float* __restrict__ dy, const float* __restrict__ x,
-                               float* __restrict__ dx, std::int64_t n) {
+template <class T>
+__global__ void act_bwd_kernel(int act, const T* __restrict__ dy, const T* __restrict__ x,
+                               T* __restrict__ dx, std::int64_t n) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    dx[i] = dy[i] * act_grad(act, x[i]);
+    dx[i] = narrow<T>(widen(dy[i]) * act_grad(act, widen(x[i])));
 }
 
 // c may alias a (in-place add), so no __restrict__ on a and c.
-__global__ void add_kernel(const float* a, const float* __restrict__ b, float* c, float alpha,
+template <class T>
+__global__ void add_kernel(const T* a, const T* __restrict__ b, T* c, float alpha,
                            std::int64_t n, std::int64_t nb) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    c[i] = a[i] + alpha * b[nb == n ? i : i % nb];
+    c[i] = narrow<T>(widen(a[i]) + alpha * widen(b[nb == n ? i : i % nb]));
+}
+
+// The activation of n values of storage type T, y may alias x.
+template <class T>
+void launch_act_fwd(Activation act, const T* x, T* y, std::int64_t n) {
+  if (n == 0) return;
+  if (act == Activation::none) {
+    if (x != y)
+      BH_CHECK_CUDA(cudaMemcpyAsync(y, x, static_cast<std::size_t>(n) * sizeof(T), cudaMemcpyDeviceToDevice, op_stream()));
+    return;
+  }
+  act_fwd_kernel<T><<<grid_for(n), 256, 0, op_stream()>>>(static_cast<int>(act), x, y, n);
+  BH_CHECK_CUDA_LAUNCH("act_fwd_kernel");
 }
 
 template <class Src, class Dst>
@@ -102,10 +122,22 @@ __global__ void cast_kernel(const Src* __restrict__ x, Dst* __restrict__ y, std:
 
 int act_of(const OpCall& c) { return static_cast<int>(c.attrs.get_int("act", 0)); }
 
+std::string accept_one_storage(const OpCall& c) {
+  std::vector<Tensor> all = c.inputs;
+  all.insert(all.end(), c.outputs.begin(), c.outputs.end());
+  return require_one_storage(all);
+}
+
 void act_fwd_run(OpCall& c) {
-  set_device_of(c.inputs[0]);
-  activation_forward_f32(static_cast<Activation>(act_of(c)), c.inputs[0].data<float>(), c.outputs[0].data<float>(),
-                         c.inputs[0].numel());
+  const Tensor &x = c.inputs[0], &y = c.outputs[0];
+  BH_CHECK_AS(InvalidArgument, y.numel() == x.numel(), "activation_forward: y {} does not match x {}",
+              y.describe().c_str(), x.describe().c_str());
+  set_device_of(x);
+  with_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    launch_act_fwd(static_cast<Activation>(act_of(c)), static_cast<const T*>(x.raw_data()),
+                   static_cast<T*>(y.raw_data()), x.numel());
+  });
 }
 
 void act_bwd_run(OpCall& c) {
@@ -114,8 +146,12 @@ void act_bwd_run(OpCall& c) {
               "activation_backward: dy, x and dx differ in size");
   if (n == 0) return;
   set_device_of(c.inputs[0]);
-  act_bwd_kernel<<<grid_for(n), 256, 0, op_stream()>>>(act_of(c), c.inputs[0].data<float>(), c.inputs[1].data<float>(),
-                                                       c.outputs[0].data<float>(), n);
+  with_storage(c.inputs[0].dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    act_bwd_kernel<T><<<grid_for(n), 256, 0, op_stream()>>>(
+        act_of(c), static_cast<const T*>(c.inputs[0].raw_data()), static_cast<const T*>(c.inputs[1].raw_data()),
+        static_cast<T*>(c.outputs[0].raw_data()), n);
+  });
   BH_CHECK_CUDA_LAUNCH("act_bwd_kernel");
 }
 
@@ -131,8 +167,13 @@ void add_run(OpCall& c) {
   const std::int64_t n = a.numel(), nb = b.numel();
   if (n == 0) return;
   set_device_of(a);
-  add_kernel<<<grid_for(n), 256, 0, op_stream()>>>(a.data<float>(), b.data<float>(), c.outputs[0].data<float>(),
-                                                   static_cast<float>(c.attrs.get("alpha", 1.0)), n, nb);
+  with_storage(a.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    add_kernel<T><<<grid_for(n), 256, 0, op_stream()>>>(static_cast<const T*>(a.raw_data()),
+                                                        static_cast<const T*>(b.raw_data()),
+                                                        static_cast<T*>(c.outputs[0].raw_data()),
+                                                        static_cast<float>(c.attrs.get("alpha", 1.0)), n, nb);
+  });
   BH_CHECK_CUDA_LAUNCH("add_kernel");
 }
 
@@ -176,22 +217,15 @@ void cast_run(OpCall& c) {
 }
 
 const bool registered =
-    register_op_impl("activation_forward", OpImpl{"cuda.kernel", DeviceType::cuda, 50, accept_cuda_f32, act_fwd_run, false}) &&
-    register_op_impl("activation_backward", OpImpl{"cuda.kernel", DeviceType::cuda, 50, accept_cuda_f32, act_bwd_run, false}) &&
-    register_op_impl("add", OpImpl{"cuda.kernel", DeviceType::cuda, 50, accept_cuda_f32, add_run, false}) &&
+    register_op_impl("activation_forward", OpImpl{"cuda.kernel", DeviceType::cuda, 50, accept_one_storage, act_fwd_run, false}) &&
+    register_op_impl("activation_backward", OpImpl{"cuda.kernel", DeviceType::cuda, 50, accept_one_storage, act_bwd_run, false}) &&
+    register_op_impl("add", OpImpl{"cuda.kernel", DeviceType::cuda, 50, accept_one_storage, add_run, false}) &&
     register_op_impl("cast", OpImpl{"cuda.kernel", DeviceType::cuda, 50, cast_accepts, cast_run, false});
 
 }  // namespace
 
 void activation_forward_f32(Activation act, const float* x, float* y, std::int64_t n) {
-  if (n == 0) return;
-  if (act == Activation::none) {
-    if (x != y)
-      BH_CHECK_CUDA(cudaMemcpyAsync(y, x, static_cast<std::size_t>(n) * sizeof(float), cudaMemcpyDeviceToDevice, op_stream()));
-    return;
-  }
-  act_fwd_kernel<<<grid_for(n), 256, 0, op_stream()>>>(static_cast<int>(act), x, y, n);
-  BH_CHECK_CUDA_LAUNCH("act_fwd_kernel");
+  launch_act_fwd(act, x, y, n);
 }
 
 }  // namespace benchhost::nn::cuda

@@ -3,8 +3,11 @@
 // op glue in batchnorm.cpp and pooling.cpp. The split keeps the .cu files free of the op
 // plumbing's headers (conv_common.hpp's format strings trip nvcc's front end) and of work that
 // nvcc would only compile slower. All launchers enqueue on op_stream() and check the launch.
-// Pointers are device pointers to contiguous f32 data.
+// Pointers are device pointers to contiguous data: f32, except the batch norm activations, which
+// are T = float, __half or __nv_bfloat16 (instantiated in batchnorm.cu; nn/cuda/storage.hpp).
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -22,15 +25,18 @@ struct BnShape {
 };
 
 /// mean[c] and the biased variance var[c] of x's channels (`like` names the device for scratch).
-void bn_batch_stats(const float* x, const BnShape& s, float* mean, float* var, const Tensor& like);
+template <class T>
+void bn_batch_stats(const T* x, const BnShape& s, float* mean, float* var, const Tensor& like);
 /// y = gamma (x - mean) / sqrt(var + eps) + beta, then max(y, 0) when relu.
-void bn_normalize(const float* x, const float* gamma, const float* beta, const float* mean,
-                  const float* var, double eps, bool relu, const BnShape& s, float* y);
+template <class T>
+void bn_normalize(const T* x, const float* gamma, const float* beta, const float* mean,
+                  const float* var, double eps, bool relu, const BnShape& s, T* y);
 /// dx (overwritten), dgamma += and dbeta += for dy; y (forward output) non-null masks dy by
 /// y > 0 (fused ReLU). training = false treats mean/var as constants.
-void bn_backward(const float* dy, const float* x, const float* y, const float* gamma,
-                 const float* mean, const float* var, double eps, bool training, const BnShape& s,
-                 float* dx, float* dgamma, float* dbeta, const Tensor& like);
+template <class T>
+void bn_backward(const T* dy, const T* x, const T* y, const float* gamma, const float* mean,
+                 const float* var, double eps, bool training, const BnShape& s, T* dx,
+                 float* dgamma, float* dbeta, const Tensor& like);
 /// running = (1 - momentum) running + momentum batch (variance scaled by unbias).
 void bn_running_update(const float* batch_mean, const float* batch_var, float momentum,
                        float unbias, std::int64_t channels, float* running_mean,
