@@ -173,27 +173,36 @@ TEST(CudaConvNet, BottleneckBlockInHalfPrecisionRunsNativelyAndMatchesCpu) {
 
 TEST(CudaConvNet, PoolingHeadMatchesCpu) {
   REQUIRE_GPU();
-  // The ResNet stem pool and head: 3x3/2 max pool, then global average pool, NHWC and NCHW.
-  for (ImageLayout layout : {ImageLayout::nhwc, ImageLayout::nchw}) {
-    Pool2dSpec s;
-    s.kernel_h = s.kernel_w = 3;
-    s.stride_h = s.stride_w = 2;
-    s.pad_h = s.pad_w = 1;
-    s.layout = layout;
-    const Tensor x = random_tensor(image_shape({2, 8, 15, 15}, layout), 60);
-    const Tensor xd = x.to(Device::cuda(0));
-    const Tensor y = max_pool2d_forward(x, s), yd = max_pool2d_forward(xd, s);
-    EXPECT_TRUE(tensors_close(host(yd), y, 0, 0)) << image_layout_name(layout);
-    const Tensor g = global_avg_pool_forward(y, layout), gd = global_avg_pool_forward(yd, layout);
-    EXPECT_TRUE(tensors_close(host(gd), g, 1e-6, 1e-5)) << image_layout_name(layout);
-    const Tensor dg = random_tensor(g.shape(), 61);
-    const Tensor dy = global_avg_pool_backward(dg, y.shape(), layout);
-    const Tensor dyd = global_avg_pool_backward(dg.to(Device::cuda(0)), y.shape(), layout);
-    EXPECT_TRUE(tensors_close(host(dyd), dy, 1e-7, 1e-6)) << image_layout_name(layout);
-    const Tensor dx = max_pool2d_backward(dy, x, y, s);
-    const Tensor dxd = max_pool2d_backward(dyd, xd, yd, s);
-    EXPECT_TRUE(tensors_close(host(dxd), dx, 1e-7, 1e-6)) << image_layout_name(layout);
-  }
+  // The ResNet stem pool and head: 3x3/2 max pool, then global average pool, NHWC and NCHW, in
+  // f32 and in the half types (native on CUDA, no promotion; the CPU promotes). A max is exact in
+  // any type; an average may differ by the rounding of its output.
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16})
+    for (ImageLayout layout : {ImageLayout::nhwc, ImageLayout::nchw}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + image_layout_name(layout));
+      const double avg_rtol = dtype == DType::f32 ? 1e-5 : (dtype == DType::bf16 ? 1.0 / 256 : 1.0 / 2048);
+      Pool2dSpec s;
+      s.kernel_h = s.kernel_w = 3;
+      s.stride_h = s.stride_w = 2;
+      s.pad_h = s.pad_w = 1;
+      s.layout = layout;
+      const Tensor x = random_tensor(image_shape({2, 8, 15, 15}, layout), 60).to(dtype);
+      const Tensor xd = x.to(Device::cuda(0));
+      const Tensor y = max_pool2d_forward(x, s);
+      const Tensor g = global_avg_pool_forward(y, layout);
+      const Tensor dg = random_tensor(g.shape(), 61).to(dtype);
+      const Tensor dy = global_avg_pool_backward(dg, y.shape(), layout);
+      const Tensor dx = max_pool2d_backward(dy, x, y, s);
+      const std::uint64_t promoted_before = total_promotions();
+      const Tensor yd = max_pool2d_forward(xd, s);
+      const Tensor gd = global_avg_pool_forward(yd, layout);
+      const Tensor dyd = global_avg_pool_backward(dg.to(Device::cuda(0)), y.shape(), layout);
+      const Tensor dxd = max_pool2d_backward(dyd, xd, yd, s);
+      EXPECT_EQ(total_promotions(), promoted_before) << "a pooling op was promoted to f32 on CUDA";
+      EXPECT_TRUE(tensors_close(host(yd), y, 0, 0));
+      EXPECT_TRUE(tensors_close(host(gd), g, 1e-6, avg_rtol));
+      EXPECT_TRUE(tensors_close(host(dyd), dy, 1e-7, avg_rtol));
+      EXPECT_TRUE(tensors_close(host(dxd), dx, 1e-7, avg_rtol));
+    }
 }
 
 // ---- attention ----

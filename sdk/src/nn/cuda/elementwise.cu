@@ -122,11 +122,6 @@ __global__ void cast_kernel(const Src* __restrict__ x, Dst* __restrict__ y, std:
 
 int act_of(const OpCall& c) { return static_cast<int>(c.attrs.get_int("act", 0)); }
 
-std::string accept_one_storage(const OpCall& c) {
-  std::vector<Tensor> all = c.inputs;
-  all.insert(all.end(), c.outputs.begin(), c.outputs.end());
-  return require_one_storage(all);
-}
 
 void act_fwd_run(OpCall& c) {
   const Tensor &x = c.inputs[0], &y = c.outputs[0];

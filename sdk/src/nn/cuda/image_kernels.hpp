@@ -3,8 +3,9 @@
 // op glue in batchnorm.cpp and pooling.cpp. The split keeps the .cu files free of the op
 // plumbing's headers (conv_common.hpp's format strings trip nvcc's front end) and of work that
 // nvcc would only compile slower. All launchers enqueue on op_stream() and check the launch.
-// Pointers are device pointers to contiguous data: f32, except the batch norm activations, which
-// are T = float, __half or __nv_bfloat16 (instantiated in batchnorm.cu; nn/cuda/storage.hpp).
+// Pointers are device pointers to contiguous data: T = float, __half or __nv_bfloat16 for the
+// images (instantiated in batchnorm.cu and pooling.cu; nn/cuda/storage.hpp), f32 for the batch
+// norm's per-channel vectors.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -50,10 +51,14 @@ struct PoolArgs {
   bool nhwc = false, include_pad = true;
 };
 
-void max_pool_forward(const PoolArgs& a, const float* x, float* y);
-void avg_pool_forward(const PoolArgs& a, const float* x, float* y);
+template <class T>
+void max_pool_forward(const PoolArgs& a, const T* x, T* y);
+template <class T>
+void avg_pool_forward(const PoolArgs& a, const T* x, T* y);
 /// dx overwritten (every element written).
-void max_pool_backward(const PoolArgs& a, const float* dy, const float* x, float* dx);
-void avg_pool_backward(const PoolArgs& a, const float* dy, float* dx);
+template <class T>
+void max_pool_backward(const PoolArgs& a, const T* dy, const T* x, T* dx);
+template <class T>
+void avg_pool_backward(const PoolArgs& a, const T* dy, T* dx);
 
 }  // namespace benchhost::nn::cuda

@@ -1,10 +1,12 @@
 // CUDA pooling ops (max_pool2d_forward/backward, avg_pool2d_forward/backward; global average
 // pooling reaches them as an average pooling over the whole image): attribute parsing and
-// registration. The kernels and their conventions are in pooling.cu.
+// registration. The kernels and their conventions are in pooling.cu. Images are f32, f16 or
+// bf16, one type per call.
 
 #include "nn/cpu/conv_common.hpp"
 #include "nn/cuda/cuda_common.hpp"
 #include "nn/cuda/image_kernels.hpp"
+#include "nn/cuda/storage.hpp"
 
 namespace benchhost::nn::cuda {
 namespace {
@@ -46,7 +48,10 @@ void max_forward(OpCall& call) {
   const PoolArgs a = pool_args(call.attrs, x.shape(), "max_pool2d_forward");
   check_output(call.outputs[0], a, false, "max_pool2d_forward");
   set_device_of(x);
-  max_pool_forward(a, x.data<float>(), call.outputs[0].data<float>());
+  with_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    max_pool_forward(a, static_cast<const T*>(x.raw_data()), static_cast<T*>(call.outputs[0].raw_data()));
+  });
 }
 
 void avg_forward(OpCall& call) {
@@ -54,7 +59,10 @@ void avg_forward(OpCall& call) {
   const PoolArgs a = pool_args(call.attrs, x.shape(), "avg_pool2d_forward");
   check_output(call.outputs[0], a, false, "avg_pool2d_forward");
   set_device_of(x);
-  avg_pool_forward(a, x.data<float>(), call.outputs[0].data<float>());
+  with_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    avg_pool_forward(a, static_cast<const T*>(x.raw_data()), static_cast<T*>(call.outputs[0].raw_data()));
+  });
 }
 
 // inputs {dy, x, y}
@@ -66,7 +74,11 @@ void max_backward(OpCall& call) {
               "max_pool2d_backward: output gradient {} does not match the forward output",
               dy.describe());
   set_device_of(x);
-  max_pool_backward(a, dy.data<float>(), x.data<float>(), call.outputs[0].data<float>());
+  with_storage(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    max_pool_backward(a, static_cast<const T*>(dy.raw_data()), static_cast<const T*>(x.raw_data()),
+                      static_cast<T*>(call.outputs[0].raw_data()));
+  });
 }
 
 // inputs {dy}
@@ -78,14 +90,17 @@ void avg_backward(OpCall& call) {
               "avg_pool2d_backward: output gradient {} does not match the forward output",
               dy.describe());
   set_device_of(dy);
-  avg_pool_backward(a, dy.data<float>(), dx.data<float>());
+  with_storage(dy.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    avg_pool_backward(a, static_cast<const T*>(dy.raw_data()), static_cast<T*>(dx.raw_data()));
+  });
 }
 
 const bool registered = [] {
-  register_op_impl("max_pool2d_forward", cuda_impl("cuda.kernels", 50, max_forward));
-  register_op_impl("max_pool2d_backward", cuda_impl("cuda.kernels", 50, max_backward));
-  register_op_impl("avg_pool2d_forward", cuda_impl("cuda.kernels", 50, avg_forward));
-  register_op_impl("avg_pool2d_backward", cuda_impl("cuda.kernels", 50, avg_backward));
+  register_op_impl("max_pool2d_forward", cuda_impl("cuda.kernels", 50, max_forward, accept_one_storage));
+  register_op_impl("max_pool2d_backward", cuda_impl("cuda.kernels", 50, max_backward, accept_one_storage));
+  register_op_impl("avg_pool2d_forward", cuda_impl("cuda.kernels", 50, avg_forward, accept_one_storage));
+  register_op_impl("avg_pool2d_backward", cuda_impl("cuda.kernels", 50, avg_backward, accept_one_storage));
   return true;
 }();
 

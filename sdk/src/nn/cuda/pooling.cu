@@ -3,7 +3,8 @@
 // conventions of the CPU reference (sdk/src/nn/cpu/conv_reference.cpp). The ops that launch
 // them are in pooling.cpp.
 //
-// Layout and precision: f32 NCHW or NHWC in place. One thread per output element forward; one
+// Layout and precision: NCHW or NHWC in place; values stored as f32, f16 or bf16 (one type per
+// call, nn/cuda/storage.hpp), compared and summed in f32. One thread per output element forward; one
 // thread per INPUT element backward, which gathers from the outputs whose window covers it
 // (windows overlap for 3x3 stride 2), so the backward needs no atomics and no zero-fill and is
 // deterministic. Max pooling: padding never wins, ties go to the first element of the window in
@@ -12,6 +13,7 @@
 
 #include "nn/cuda/cuda_common.hpp"
 #include "nn/cuda/image_kernels.hpp"
+#include "nn/cuda/storage.hpp"
 
 namespace benchhost::nn::cuda {
 namespace {
@@ -54,7 +56,8 @@ __device__ __forceinline__ Window window(const PoolArgs& a, std::int64_t oh, std
 }
 
 // Offset of the window's maximum in x (first in (kh, kw) order on ties).
-__device__ __forceinline__ std::int64_t argmax(const PoolArgs& a, const float* x, std::int64_t n,
+template <class T>
+__device__ __forceinline__ std::int64_t argmax(const PoolArgs& a, const T* x, std::int64_t n,
                                                std::int64_t c, std::int64_t oh, std::int64_t ow) {
   const Window wd = window(a, oh, ow);
   std::int64_t best = -1;
@@ -62,7 +65,7 @@ __device__ __forceinline__ std::int64_t argmax(const PoolArgs& a, const float* x
   for (std::int64_t h = wd.h0; h < wd.h1; ++h)
     for (std::int64_t w = wd.w0; w < wd.w1; ++w) {
       const std::int64_t off = offset(a, n, c, h, w, a.h, a.w);
-      const float v = x[off];
+      const float v = widen(x[off]);
       if (best < 0 || v > best_v) {
         best = off;
         best_v = v;
@@ -76,18 +79,20 @@ __device__ __forceinline__ float divisor(const PoolArgs& a, const Window& wd) {
   return static_cast<float>((wd.h1 - wd.h0) * (wd.w1 - wd.w0));
 }
 
-__global__ void max_forward(PoolArgs a, const float* x, float* y) {
+template <class T>
+__global__ void max_forward(PoolArgs a, const T* x, T* y) {
   const std::int64_t total = a.n * a.c * a.oh * a.ow;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     std::int64_t n, c, oh, ow;
     coords(a, i, a.oh, a.ow, n, c, oh, ow);
     const std::int64_t best = argmax(a, x, n, c, oh, ow);
-    y[i] = best >= 0 ? x[best] : 0.0f;
+    y[i] = best >= 0 ? x[best] : narrow<T>(0.0f);
   }
 }
 
-__global__ void avg_forward(PoolArgs a, const float* x, float* y) {
+template <class T>
+__global__ void avg_forward(PoolArgs a, const T* x, T* y) {
   const std::int64_t total = a.n * a.c * a.oh * a.ow;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -96,8 +101,8 @@ __global__ void avg_forward(PoolArgs a, const float* x, float* y) {
     const Window wd = window(a, oh, ow);
     float sum = 0.0f;
     for (std::int64_t h = wd.h0; h < wd.h1; ++h)
-      for (std::int64_t w = wd.w0; w < wd.w1; ++w) sum += x[offset(a, n, c, h, w, a.h, a.w)];
-    y[i] = sum / divisor(a, wd);
+      for (std::int64_t w = wd.w0; w < wd.w1; ++w) sum += widen(x[offset(a, n, c, h, w, a.h, a.w)]);
+    y[i] = narrow<T>(sum / divisor(a, wd));
   }
 }
 
@@ -109,7 +114,8 @@ __device__ __forceinline__ void covering(std::int64_t h, int k, int s, int p, st
   hi = min((h + p) / s + 1, out);        // oh <= floor((h + p) / s)
 }
 
-__global__ void max_backward(PoolArgs a, const float* dy, const float* x, float* dx) {
+template <class T>
+__global__ void max_backward(PoolArgs a, const T* dy, const T* x, T* dx) {
   const std::int64_t total = a.n * a.c * a.h * a.w;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -121,12 +127,13 @@ __global__ void max_backward(PoolArgs a, const float* dy, const float* x, float*
     float g = 0.0f;
     for (std::int64_t oh = oh0; oh < oh1; ++oh)
       for (std::int64_t ow = ow0; ow < ow1; ++ow)
-        if (argmax(a, x, n, c, oh, ow) == i) g += dy[offset(a, n, c, oh, ow, a.oh, a.ow)];
-    dx[i] = g;
+        if (argmax(a, x, n, c, oh, ow) == i) g += widen(dy[offset(a, n, c, oh, ow, a.oh, a.ow)]);
+    dx[i] = narrow<T>(g);
   }
 }
 
-__global__ void avg_backward(PoolArgs a, const float* dy, float* dx) {
+template <class T>
+__global__ void avg_backward(PoolArgs a, const T* dy, T* dx) {
   const std::int64_t total = a.n * a.c * a.h * a.w;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -138,39 +145,53 @@ __global__ void avg_backward(PoolArgs a, const float* dy, float* dx) {
     float g = 0.0f;
     for (std::int64_t oh = oh0; oh < oh1; ++oh)
       for (std::int64_t ow = ow0; ow < ow1; ++ow)
-        g += dy[offset(a, n, c, oh, ow, a.oh, a.ow)] / divisor(a, window(a, oh, ow));
-    dx[i] = g;
+        g += widen(dy[offset(a, n, c, oh, ow, a.oh, a.ow)]) / divisor(a, window(a, oh, ow));
+    dx[i] = narrow<T>(g);
   }
 }
 
 }  // namespace
 
-void max_pool_forward(const PoolArgs& a, const float* x, float* y) {
+template <class T>
+void max_pool_forward(const PoolArgs& a, const T* x, T* y) {
   const std::int64_t total = a.n * a.c * a.oh * a.ow;
   if (total == 0) return;
-  max_forward<<<grid_for(total), 256, 0, op_stream()>>>(a, x, y);
+  max_forward<T><<<grid_for(total), 256, 0, op_stream()>>>(a, x, y);
   BH_CHECK_CUDA_LAUNCH("max_pool2d forward");
 }
 
-void avg_pool_forward(const PoolArgs& a, const float* x, float* y) {
+template <class T>
+void avg_pool_forward(const PoolArgs& a, const T* x, T* y) {
   const std::int64_t total = a.n * a.c * a.oh * a.ow;
   if (total == 0) return;
-  avg_forward<<<grid_for(total), 256, 0, op_stream()>>>(a, x, y);
+  avg_forward<T><<<grid_for(total), 256, 0, op_stream()>>>(a, x, y);
   BH_CHECK_CUDA_LAUNCH("avg_pool2d forward");
 }
 
-void max_pool_backward(const PoolArgs& a, const float* dy, const float* x, float* dx) {
+template <class T>
+void max_pool_backward(const PoolArgs& a, const T* dy, const T* x, T* dx) {
   const std::int64_t total = a.n * a.c * a.h * a.w;
   if (total == 0) return;
-  max_backward<<<grid_for(total), 256, 0, op_stream()>>>(a, dy, x, dx);
+  max_backward<T><<<grid_for(total), 256, 0, op_stream()>>>(a, dy, x, dx);
   BH_CHECK_CUDA_LAUNCH("max_pool2d backward");
 }
 
-void avg_pool_backward(const PoolArgs& a, const float* dy, float* dx) {
+template <class T>
+void avg_pool_backward(const PoolArgs& a, const T* dy, T* dx) {
   const std::int64_t total = a.n * a.c * a.h * a.w;
   if (total == 0) return;
-  avg_backward<<<grid_for(total), 256, 0, op_stream()>>>(a, dy, dx);
+  avg_backward<T><<<grid_for(total), 256, 0, op_stream()>>>(a, dy, dx);
   BH_CHECK_CUDA_LAUNCH("avg_pool2d backward");
 }
+
+#define BENCHHOST_POOL_INSTANTIATE(T)                                      \
+  template void max_pool_forward<T>(const PoolArgs&, const T*, T*);        \
+  template void avg_pool_forward<T>(const PoolArgs&, const T*, T*);        \
+  template void max_pool_backward<T>(const PoolArgs&, const T*, const T*, T*); \
+  template void avg_pool_backward<T>(const PoolArgs&, const T*, T*);
+BENCHHOST_POOL_INSTANTIATE(float)
+BENCHHOST_POOL_INSTANTIATE(__half)
+BENCHHOST_POOL_INSTANTIATE(__nv_bfloat16)
+#undef BENCHHOST_POOL_INSTANTIATE
 
 }  // namespace benchhost::nn::cuda

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "benchhost/error.hpp"
+#include "benchhost/nn/registry.hpp"
 #include "benchhost/tensor.hpp"
 
 namespace benchhost::nn::cuda {
@@ -55,6 +56,13 @@ inline std::string require_one_storage(const std::vector<Tensor>& ts) {
                          dtype_name(d), dtype_name(first->dtype()));
   }
   return {};
+}
+
+/// OpImpl::accepts for kernels whose every tensor (inputs and outputs) shares one storage type.
+inline std::string accept_one_storage(const OpCall& c) {
+  std::vector<Tensor> all = c.inputs;
+  all.insert(all.end(), c.outputs.begin(), c.outputs.end());
+  return require_one_storage(all);
 }
 
 #ifdef __CUDACC__
