@@ -61,6 +61,9 @@ struct RunRecord {
   // nothing here. Rank 0's values (Note [Loss-scaling outcomes], run_modes.cpp).
   std::optional<std::int64_t> updates_skipped;  ///< steps whose optimizer update was skipped
   std::optional<double> loss_scale;              ///< last nonzero loss scale reported
+  /// Op calls that ran through f32 promotion (no native f16/bf16 implementation took them) over
+  /// the counted steps, by op name; empty when none did (Note [Promoted calls], run_modes.cpp).
+  std::map<std::string, std::int64_t> promoted_calls;
   // time-to-train
   std::optional<bool> converged;
   std::optional<double> time_to_train_seconds;

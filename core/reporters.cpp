@@ -1,5 +1,6 @@
 #include "reporters.hpp"
 
+#include <algorithm>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -87,6 +88,8 @@ ordered_json record_to_json(const RunRecord& r) {
   j["final_loss"] = opt(r.final_loss);
   j["updates_skipped"] = opt(r.updates_skipped);
   j["loss_scale"] = opt(r.loss_scale);
+  j["promoted_calls"] = ordered_json::object();
+  for (const auto& [op, n] : r.promoted_calls) j["promoted_calls"][op] = n;
   j["rank_step_ms"] = {{"min", opt(r.rank_step_ms_min)}, {"median", opt(r.rank_step_ms_median)},
                        {"max", opt(r.rank_step_ms_max)}};
   ordered_json ttt = nullptr;
@@ -158,6 +161,9 @@ RunRecord record_from_json(const nlohmann::json& j) {
   read_opt(j, "final_loss", r.final_loss);
   read_opt(j, "updates_skipped", r.updates_skipped);
   read_opt(j, "loss_scale", r.loss_scale);
+  if (j.contains("promoted_calls") && j["promoted_calls"].is_object())
+    for (auto it = j["promoted_calls"].begin(); it != j["promoted_calls"].end(); ++it)
+      if (it.value().is_number_integer()) r.promoted_calls[it.key()] = it.value().get<std::int64_t>();
   if (j.contains("rank_step_ms")) {
     const auto& s = j["rank_step_ms"];
     read_opt(s, "min", r.rank_step_ms_min);
@@ -235,9 +241,11 @@ std::string CsvReporter::render(const std::vector<RunRecord>& all) {
       "kind,plugin,status,device,precision,batch_size,devices,seed,run_index,iterations,samples,seconds,"
       "samples_per_second,step_ms_p50,step_ms_p90,step_ms_p99,latency_ms_avg,latency_ms_p50,latency_ms_p90,"
       "latency_ms_p95,latency_ms_p99,data_wait_fraction,achieved_tflops,mfu,scaling_efficiency,converged,"
-      "time_to_train_seconds,final_metric,message,updates_skipped,loss_scale\n";
+      "time_to_train_seconds,final_metric,message,updates_skipped,loss_scale,promoted_calls\n";
   for (const auto& r : all) {
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+    std::int64_t promoted = 0;
+    for (const auto& entry : r.promoted_calls) promoted += entry.second;
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                        r.kind, csv_text(r.plugin), to_string(r.status), r.device, r.precision, r.batch_size,
                        r.devices, r.seed, r.run_index, r.iterations, r.samples, csv_num(r.seconds),
                        csv_num(r.samples_per_second), csv_num(r.step_ms_p50), csv_num(r.step_ms_p90),
@@ -246,7 +254,8 @@ std::string CsvReporter::render(const std::vector<RunRecord>& all) {
                        csv_num(r.data_wait_fraction), csv_num(r.achieved_tflops), csv_num(r.mfu),
                        csv_num(r.scaling_efficiency), r.converged ? (*r.converged ? "true" : "false") : "",
                        csv_num(r.time_to_train_seconds), csv_num(r.final_metric), csv_text(r.message),
-                       r.updates_skipped ? std::to_string(*r.updates_skipped) : std::string(), csv_exact(r.loss_scale));
+                       r.updates_skipped ? std::to_string(*r.updates_skipped) : std::string(), csv_exact(r.loss_scale),
+                       promoted);
   }
   return out;
 }
@@ -381,6 +390,23 @@ std::string describe_loss_scaling(const RunRecord& r) {
   return fmt::format("{} loss scaling: {} of {} updates skipped (overflow), final loss scale {}", r.precision,
                      *r.updates_skipped, r.iterations, *r.loss_scale);
 }
+// "bf16: 1200 op calls computed through f32 promotion (batch_norm_forward 600, batch_norm_backward
+// 600)": the most frequent three; "" when none was.
+std::string describe_promotions(const RunRecord& r) {
+  if (r.promoted_calls.empty()) return {};
+  std::vector<std::pair<std::int64_t, std::string>> by_count;
+  std::int64_t total = 0;
+  for (const auto& [op, n] : r.promoted_calls) {
+    by_count.emplace_back(n, op);
+    total += n;
+  }
+  std::stable_sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string ops;
+  for (std::size_t i = 0; i < by_count.size() && i < 3; ++i)
+    ops += fmt::format("{}{} {}", i ? ", " : "", by_count[i].second, by_count[i].first);
+  if (by_count.size() > 3) ops += fmt::format(", {} more ops", by_count.size() - 3);
+  return fmt::format("{}: {} op calls computed through f32 promotion ({})", r.precision, total, ops);
+}
 }  // namespace
 
 void ConsoleReporter::on_record(const RunRecord& r, const std::vector<RunRecord>&) {
@@ -388,6 +414,7 @@ void ConsoleReporter::on_record(const RunRecord& r, const std::vector<RunRecord>
   first_progress_ = -1;
   std::string line = fmt::format("{:<17} {}", to_string(r.status), describe(r));
   if (const std::string scaling = describe_loss_scaling(r); !scaling.empty()) line += "\n                  " + scaling;
+  if (const std::string promoted = describe_promotions(r); !promoted.empty()) line += "\n                  " + promoted;
   if (!r.message.empty()) line += "\n                  " + r.message;
   std::fprintf(out_, "%s\n", line.c_str());
   std::fflush(out_);

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "benchhost/nn/registry.hpp"
 #include "environment.hpp"
 #include "reporters.hpp"
 #include "stats.hpp"
@@ -179,6 +180,34 @@ class LossScaleTally {
   double last_scale_ = 0;
 };
 
+// Note [Promoted calls]
+// A mixed-precision run hands ops f16/bf16 tensors; an op with no native implementation for them
+// is computed through f32 copies (Note [Half-precision promotion], nn/registry.hpp), which costs
+// conversion passes the user should know about when comparing bf16 throughput. The host diffs
+// the SDK registry's per-op promotion counts over the counted steps (the same steps as
+// RunRecord::iterations; evaluation inside time-to-train included) and reports them per record.
+// Counts are this process's: rank 0's, the same ops as every rank's.
+class PromotionTally {
+ public:
+  void begin() {
+    begun_ = true;
+    before_ = nn::OpRegistry::instance().promotion_counts();
+  }
+  void write_to(RunRecord& r) const {
+    if (!begun_) return;
+    for (const auto& [op, n] : nn::OpRegistry::instance().promotion_counts()) {
+      std::uint64_t was = 0;
+      for (const auto& [op0, n0] : before_)
+        if (op0 == op) was = n0;
+      if (n > was) r.promoted_calls[op] = static_cast<std::int64_t>(n - was);
+    }
+  }
+
+ private:
+  bool begun_ = false;
+  std::vector<std::pair<std::string, std::uint64_t>> before_;
+};
+
 class StepGuard {
  public:
   StepGuard(const Settings& s) : limit_(s.timeout_seconds), start_(Clock::now()) {}
@@ -245,6 +274,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
   std::int64_t steps = 0, samples_trained = 0;
   double wait_seconds = 0;
   LossScaleTally loss_scaling;
+  PromotionTally promotions;
   // The samples trained in the timed region (MLPerf's trained_samples, which gpt3's rules require
   // once), then run_stop with its status.
   auto log_run_stop = [&](const char* status) {
@@ -295,6 +325,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
     // ---- timed region: run_start .. run_stop, evaluation on the clock.
     bus.mllog("INTERVAL_START", "run_start", nullptr);
     run_started = true;
+    promotions.begin();
     t_start = Clock::now();
     StepGuard guard(s);
     bus.progress(prog);  // step 0: the --timeout clock runs from here (Note [Crash isolation])
@@ -376,6 +407,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
   r.iterations = steps;
   r.samples = samples_trained;
   loss_scaling.write_to(r);
+  promotions.write_to(r);
   if (r.seconds && *r.seconds > 0) {
     r.samples_per_second = static_cast<double>(samples_trained) / *r.seconds;
     r.data_wait_fraction = wait_seconds / *r.seconds;
@@ -519,6 +551,7 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
   double wait_seconds = 0, step_seconds = 0;
   std::int64_t samples = 0, steps = 0;
   LossScaleTally loss_scaling;
+  PromotionTally promotions;
   try {
     auto ctx = make_context(s, where, kind_name, batch, s.seed);
     if (std::string why = WorkloadInstance::check_support(p, ctx->c); !why.empty()) throw Unsupported(why, __FILE__, __LINE__);
@@ -579,6 +612,7 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
     }
     w.synchronize();
     prog.detail = "timed";
+    promotions.begin();
     const auto t_begin = Clock::now();
     for (steps = 0; steps < s.iterations;) {
       guard.check(steps);
@@ -619,6 +653,7 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
   r.iterations = steps;
   r.samples = samples * where.world_size;
   loss_scaling.write_to(r);
+  promotions.write_to(r);
   apply_weak_scaling(r, bus.records());
   bus.record(std::move(r));
 }

@@ -386,6 +386,23 @@ TEST(LossScaling, RunThatNeverUpdatedItsWeightsIsFlagged) {
   EXPECT_NE(ttt.records[0].message.find("; " + note), std::string::npos) << ttt.records[0].message;
 }
 
+// Note [Promoted calls]: the per-op counts survive the JSON round trip a -n sweep's parent makes
+// and total into the CSV's last column.
+TEST(PromotedCalls, RoundTripThroughJsonAndCsv) {
+  RunRecord r;
+  r.kind = "train";
+  r.precision = "bf16";
+  r.promoted_calls = {{"batch_norm_forward", 34}, {"add", 16}};
+  const json j = json::parse(record_to_json(r).dump());
+  EXPECT_EQ(j["promoted_calls"], json({{"add", 16}, {"batch_norm_forward", 34}}));
+  EXPECT_EQ(record_from_json(j).promoted_calls, r.promoted_calls);
+  const std::string rows = CsvReporter::render({r});
+  EXPECT_EQ(rows.substr(rows.size() - 4), ",50\n") << rows;
+  json older = j;
+  older.erase("promoted_calls");  // a schema-2 report
+  EXPECT_TRUE(record_from_json(older).promoted_calls.empty());
+}
+
 TEST(LossScaling, EveryReporterShowsTheCounts) {
   bhtest::TempDir tmp("loss_scaling");
   const auto report = tmp.path / "report.json", csv = tmp.path / "report.csv";
@@ -408,10 +425,10 @@ TEST(LossScaling, EveryReporterShowsTheCounts) {
   EXPECT_EQ(back.loss_scale, std::optional<double>(16384));
   const std::string rows = bhtest::read_file(csv);
   const std::string header = rows.substr(0, rows.find('\n'));
-  EXPECT_EQ(header.substr(header.size() - std::string(",message,updates_skipped,loss_scale").size()),
-            ",message,updates_skipped,loss_scale")
+  EXPECT_EQ(header.substr(header.size() - std::string(",message,updates_skipped,loss_scale,promoted_calls").size()),
+            ",message,updates_skipped,loss_scale,promoted_calls")
       << header;
-  EXPECT_EQ(rows.substr(rows.size() - std::string(",3,16384\n").size()), ",3,16384\n") << rows;
+  EXPECT_EQ(rows.substr(rows.size() - std::string(",3,16384,0\n").size()), ",3,16384,0\n") << rows;
 
   // The same point in fp32: null in JSON, empty CSV cells, no console line.
   p = bhtest::run_benchhost(dirs() + "--plugin loss_scaling --precision fp32" + joined(kScaledTrainPoint) + " -o '" +
@@ -422,7 +439,7 @@ TEST(LossScaling, EveryReporterShowsTheCounts) {
   EXPECT_TRUE(plain["updates_skipped"].is_null());
   EXPECT_TRUE(plain["loss_scale"].is_null());
   const std::string plain_rows = bhtest::read_file(csv);
-  EXPECT_EQ(plain_rows.substr(plain_rows.size() - 3), ",,\n") << plain_rows;
+  EXPECT_EQ(plain_rows.substr(plain_rows.size() - 5), ",,,0\n") << plain_rows;
 }
 
 TEST(LossScaling, MultiRankPointCarriesTheCountsThroughTheChildReport) {

@@ -109,4 +109,30 @@ TEST(ResNet50Mini, ReachesTargetOnFashionMnist) {
   EXPECT_GE(top1, target);
 }
 
+// Note [Promoted calls] (core/run_modes.cpp): a bf16 run reports which ops were computed through
+// f32 promotion. On the CPU the batch norm (oneDNN, f32 only) is, once per BN layer and timed
+// step; an fp32 run reports none. Synthetic data, so no dataset is needed.
+TEST(ResNet50Host, ReportsTheOpsABf16RunPromotes) {
+  const auto conf = read_conf(kMiniConf);
+  int blocks = 0;
+  for (const char* p = conf.at("resnet50.blocks").c_str(); *p; ++p)
+    if (*p >= '0' && *p <= '9') blocks += *p - '0';  // "1,1,1,1": single digits
+  const int bn_layers = 1 + 3 * blocks + 4;           // stem, three per block, one per stage's projection
+  const std::string common = "--mode train --synthetic -b 8 -w 1 -i 3 --threads 2";
+  const auto bf16 = test_support::run_host("resnet50", common + " --precision bf16", "resnet50_bf16_promotions");
+  if (!bf16.started) GTEST_SKIP() << bf16.why;
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.console;
+  const auto& promoted = bf16.result.at("promoted_calls");
+  ASSERT_TRUE(promoted.is_object()) << bf16.result.dump(2);
+  ASSERT_TRUE(promoted.contains("batch_norm_forward")) << promoted.dump();
+  EXPECT_EQ(promoted["batch_norm_forward"].get<int>(), 3 * bn_layers) << promoted.dump();
+  EXPECT_EQ(promoted["batch_norm_backward"].get<int>(), 3 * bn_layers) << promoted.dump();
+  EXPECT_NE(bf16.console.find("op calls computed through f32 promotion"), std::string::npos) << bf16.console;
+
+  const auto fp32 = test_support::run_host("resnet50", common + " --precision fp32", "resnet50_fp32_promotions");
+  ASSERT_TRUE(fp32.started) << fp32.why;
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.console;
+  EXPECT_EQ(fp32.result.at("promoted_calls"), nlohmann::json::object()) << "fp32 promotes nothing";
+}
+
 }  // namespace
