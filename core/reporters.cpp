@@ -236,6 +236,15 @@ std::string csv_text(const std::string& s) {
 }
 }  // namespace
 
+namespace {
+// Calls promoted over all of a record's ops (Note [Promoted calls], run_modes.cpp).
+std::int64_t total_promoted(const RunRecord& r) {
+  std::int64_t total = 0;
+  for (const auto& entry : r.promoted_calls) total += entry.second;
+  return total;
+}
+}  // namespace
+
 std::string CsvReporter::render(const std::vector<RunRecord>& all) {
   std::string out =
       "kind,plugin,status,device,precision,batch_size,devices,seed,run_index,iterations,samples,seconds,"
@@ -243,8 +252,6 @@ std::string CsvReporter::render(const std::vector<RunRecord>& all) {
       "latency_ms_p95,latency_ms_p99,data_wait_fraction,achieved_tflops,mfu,scaling_efficiency,converged,"
       "time_to_train_seconds,final_metric,message,updates_skipped,loss_scale,promoted_calls\n";
   for (const auto& r : all) {
-    std::int64_t promoted = 0;
-    for (const auto& entry : r.promoted_calls) promoted += entry.second;
     out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                        r.kind, csv_text(r.plugin), to_string(r.status), r.device, r.precision, r.batch_size,
                        r.devices, r.seed, r.run_index, r.iterations, r.samples, csv_num(r.seconds),
@@ -255,7 +262,7 @@ std::string CsvReporter::render(const std::vector<RunRecord>& all) {
                        csv_num(r.scaling_efficiency), r.converged ? (*r.converged ? "true" : "false") : "",
                        csv_num(r.time_to_train_seconds), csv_num(r.final_metric), csv_text(r.message),
                        r.updates_skipped ? std::to_string(*r.updates_skipped) : std::string(), csv_exact(r.loss_scale),
-                       promoted);
+                       total_promoted(r));
   }
   return out;
 }
@@ -395,17 +402,13 @@ std::string describe_loss_scaling(const RunRecord& r) {
 std::string describe_promotions(const RunRecord& r) {
   if (r.promoted_calls.empty()) return {};
   std::vector<std::pair<std::int64_t, std::string>> by_count;
-  std::int64_t total = 0;
-  for (const auto& [op, n] : r.promoted_calls) {
-    by_count.emplace_back(n, op);
-    total += n;
-  }
+  for (const auto& [op, n] : r.promoted_calls) by_count.emplace_back(n, op);
   std::stable_sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::string ops;
   for (std::size_t i = 0; i < by_count.size() && i < 3; ++i)
     ops += fmt::format("{}{} {}", i ? ", " : "", by_count[i].second, by_count[i].first);
   if (by_count.size() > 3) ops += fmt::format(", {} more ops", by_count.size() - 3);
-  return fmt::format("{}: {} op calls computed through f32 promotion ({})", r.precision, total, ops);
+  return fmt::format("{}: {} op calls computed through f32 promotion ({})", r.precision, total_promoted(r), ops);
 }
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <new>
 
 #include <unistd.h>
@@ -191,21 +192,20 @@ class PromotionTally {
  public:
   void begin() {
     begun_ = true;
-    before_ = nn::OpRegistry::instance().promotion_counts();
+    for (const auto& [op, n] : nn::OpRegistry::instance().promotion_counts()) before_[op] = n;
   }
   void write_to(RunRecord& r) const {
     if (!begun_) return;
     for (const auto& [op, n] : nn::OpRegistry::instance().promotion_counts()) {
-      std::uint64_t was = 0;
-      for (const auto& [op0, n0] : before_)
-        if (op0 == op) was = n0;
-      if (n > was) r.promoted_calls[op] = static_cast<std::int64_t>(n - was);
+      const auto was = before_.find(op);
+      const std::uint64_t since = n - (was == before_.end() ? 0 : was->second);
+      if (since > 0) r.promoted_calls[op] = static_cast<std::int64_t>(since);
     }
   }
 
  private:
   bool begun_ = false;
-  std::vector<std::pair<std::string, std::uint64_t>> before_;
+  std::map<std::string, std::uint64_t> before_;
 };
 
 class StepGuard {

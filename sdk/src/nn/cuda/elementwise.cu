@@ -122,7 +122,6 @@ __global__ void cast_kernel(const Src* __restrict__ x, Dst* __restrict__ y, std:
 
 int act_of(const OpCall& c) { return static_cast<int>(c.attrs.get_int("act", 0)); }
 
-
 void act_fwd_run(OpCall& c) {
   const Tensor &x = c.inputs[0], &y = c.outputs[0];
   BH_CHECK_AS(InvalidArgument, y.numel() == x.numel(), "activation_forward: y {} does not match x {}",
