@@ -10,11 +10,11 @@
 #include "benchhost/comm/communicator.hpp"
 #include "benchhost/metrics/auc.hpp"
 #include "benchhost/random.hpp"
-#include "thread_comm.hpp"
+#include "common/thread_comm.hpp"
 
 using namespace benchhost;
-using dlrm_test::Group;
-using dlrm_test::ThreadComm;
+using test_support::Group;
+using test_support::ThreadComm;
 
 TEST(AucAcrossRanks, EqualsTheAucOfTheUnion) {
   const int ranks = 3;

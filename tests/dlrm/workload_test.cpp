@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "dlrm_test_util.hpp"
-#include "thread_comm.hpp"
+#include "common/thread_comm.hpp"
 #include "workload.hpp"
 
 using namespace benchhost;
@@ -159,12 +159,12 @@ void expect_ranks_match_one_process(int world, const std::string& sharding, std:
     single.setup(dlrm_test::context_from_config("mini.conf", over));
     want = train_and_evaluate(single, steps, global_batch);
   }
-  dlrm_test::Group g(world);
+  test_support::Group g(world);
   std::vector<RankOutcome> got(static_cast<std::size_t>(world));
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
-      dlrm_test::ThreadComm comm(g, r);
+      test_support::ThreadComm comm(g, r);
       RunContext ctx = dlrm_test::context_from_config("mini.conf", over);
       ctx.rank = r;
       ctx.world_size = world;

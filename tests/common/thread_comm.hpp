@@ -1,5 +1,5 @@
 #pragma once
-// An in-process communicator for the dlrm tests: ranks are threads of one process; collectives
+// An in-process communicator for tests: ranks are threads of one process; collectives
 // meet at a std::barrier and copy through each other's tensors.
 #include <barrier>
 #include <cstring>
@@ -9,9 +9,7 @@
 
 #include "benchhost/comm/communicator.hpp"
 
-namespace dlrm_test {
-
-using namespace benchhost;
+namespace benchhost::test_support {
 
 struct Group {
   explicit Group(int n) : size(n), sync(n), slots(n), counts(n) {}
@@ -42,20 +40,25 @@ class ThreadComm final : public Communicator {
     g_.sync.arrive_and_wait();
     return Work();
   }
-  /// f32 sum/avg and i64 sum, summed in rank order on every rank (identical results).
+  /// f32/f64 sum/avg and i64 sum, summed in rank order on every rank (identical results).
   Work allreduce(Tensor& t, ReduceOp op) override {
+    EXPECT_TRUE(t.dtype() == DType::f32 || t.dtype() == DType::f64 || t.dtype() == DType::i64);
+    auto get = [](const Tensor& x, std::int64_t i) {
+      return x.dtype() == DType::f32 ? x.data<float>()[i]
+             : x.dtype() == DType::f64 ? x.data<double>()[i]
+                                       : static_cast<double>(x.data<std::int64_t>()[i]);
+    };
     g_.slots[rank_] = &t;
     g_.sync.arrive_and_wait();
     const std::int64_t n = t.numel();
     std::vector<double> acc(static_cast<std::size_t>(n), 0.0);
     for (int r = 0; r < g_.size; ++r)
-      for (std::int64_t i = 0; i < n; ++i)
-        acc[i] += t.dtype() == DType::f32 ? g_.slots[r]->data<float>()[i]
-                                          : static_cast<double>(g_.slots[r]->data<std::int64_t>()[i]);
+      for (std::int64_t i = 0; i < n; ++i) acc[i] += get(*g_.slots[r], i);
     g_.sync.arrive_and_wait();
     for (std::int64_t i = 0; i < n; ++i) {
       const double v = op == ReduceOp::avg ? acc[i] / g_.size : acc[i];
       if (t.dtype() == DType::f32) t.data<float>()[i] = static_cast<float>(v);
+      else if (t.dtype() == DType::f64) t.data<double>()[i] = v;
       else t.data<std::int64_t>()[i] = static_cast<std::int64_t>(v);
     }
     g_.sync.arrive_and_wait();
@@ -85,9 +88,9 @@ class ThreadComm final : public Communicator {
     return Work();
   }
   using Communicator::alltoall;
-  Work broadcast(Tensor&, int) override { BH_THROW(Unsupported, "not used by the dlrm tests"); }
+  Work broadcast(Tensor&, int) override { BH_THROW(Unsupported, "not used by the tests"); }
   Work reduce_scatter(const Tensor&, Tensor&, ReduceOp) override {
-    BH_THROW(Unsupported, "not used by the dlrm tests");
+    BH_THROW(Unsupported, "not used by the tests");
   }
   void barrier() override { g_.sync.arrive_and_wait(); }
   [[noreturn]] void abort(int code) noexcept override { std::abort(); }
@@ -98,4 +101,4 @@ class ThreadComm final : public Communicator {
   int rank_;
 };
 
-}  // namespace dlrm_test
+}  // namespace benchhost::test_support
