@@ -156,6 +156,22 @@ typedef struct bh_plugin_descriptor {
 
 typedef const bh_plugin_descriptor* (*bh_plugin_entry_fn)(void);
 
+/* Note [One SDK in the process]
+ * The host hands a plugin SDK objects by pointer (bh_run_context.communicator is a
+ * benchhost::Communicator*) and reads SDK state the plugin's ops write (the op registry's
+ * promotion counts). Both are only sound when host and plugin use the same libbenchhost_sdk in
+ * the process. libbenchhost_sdk exports this function; it returns the address of an object inside
+ * that copy of the library. At load time the host looks the symbol up through the plugin (the
+ * plugin and its dependencies) and compares the answer with its own:
+ *   - the same address: the plugin shares the host's SDK; it gets the communicator;
+ *   - another address: the plugin carries its own copy of the SDK (linked statically, or a second
+ *     libbenchhost_sdk.so): it is refused, listed as broken with the reason;
+ *   - no such symbol: the plugin does not use the SDK library (a hand-written C plugin); it loads,
+ *     and its context's communicator is NULL.
+ * Not part of a plugin's descriptor: plugins never call it. */
+#define BENCHHOST_SDK_IDENTITY_SYMBOL "benchhost_sdk_identity"
+const void* benchhost_sdk_identity(void);
+
 #ifdef __cplusplus
 }
 #endif

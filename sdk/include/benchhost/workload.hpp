@@ -32,21 +32,13 @@
 
 #include "benchhost/device.hpp"
 #include "benchhost/error.hpp"
+#include "benchhost/mlperf_rules.hpp"
+#include "benchhost/options.hpp"
 #include "benchhost/plugin_abi.h"
 
 namespace benchhost {
 
 class Communicator;  // comm/communicator.hpp
-
-/// One option a plugin accepts. The host registers it as --<plugin>.<name> on the command line
-/// and as "<plugin>.<name> = value" in config files.
-struct OptionSpec {
-  std::string name;           ///< "hidden-size"
-  std::string type;           ///< "int", "float", "string", "bool", "int-list", "float-list"
-  std::string default_value;  ///< as text; "" = no default (must be given if required)
-  std::string help;
-  bool required = false;
-};
 
 /// Static description of a workload: what `benchhost list` and `info` print, and what the
 /// host needs to run it. Serialised to JSON across the boundary.
@@ -61,33 +53,15 @@ struct WorkloadInfo {
   std::vector<std::string> devices{"cpu"};        ///< device types: "cpu", "cuda"
   std::vector<std::string> precisions{"fp32"};    ///< "fp32", "tf32", "fp16", "bf16", "fp8"
   std::vector<std::string> modes{"ttt", "train", "infer"};
-  std::vector<OptionSpec> options;
+  std::vector<OptionSpec> options;   ///< declared once: options.hpp, Note [Options declared once]
   std::vector<std::string> configs;  ///< config files shipped in configs/<name>/
   std::string default_config;        ///< used when --config is not given ("" = none)
+  /// What MLPerf requires of `benchmark` (Note [MLPerf rules declared by the plugin]); unused
+  /// when `benchmark` is "".
+  mlperf::Rules mlperf;
 
   std::string to_json() const;
   static WorkloadInfo from_json(const std::string& json);  ///< throws InvalidArgument
-};
-
-/// The plugin's own options, parsed from strings on demand. Getters throw InvalidArgument naming
-/// the option (with its --<plugin>. prefix) when a value is missing or malformed.
-class Options {
- public:
-  Options() = default;
-  Options(std::string plugin, std::map<std::string, std::string> values)
-      : plugin_(std::move(plugin)), values_(std::move(values)) {}
-  bool has(const std::string& name) const { return values_.count(name) != 0; }
-  std::string get_string(const std::string& name) const;
-  std::int64_t get_int(const std::string& name) const;
-  double get_float(const std::string& name) const;
-  bool get_bool(const std::string& name) const;
-  std::vector<std::int64_t> get_int_list(const std::string& name) const;
-  std::vector<double> get_float_list(const std::string& name) const;
-  const std::map<std::string, std::string>& values() const { return values_; }
-
- private:
-  std::string plugin_;
-  std::map<std::string, std::string> values_;
 };
 
 /// Everything setup() gets from the host.
@@ -102,12 +76,23 @@ struct RunContext {
   int local_rank = 0;
   int num_threads = 1;
   bool synthetic_data = false;
-  Options options;
+  Options options;  ///< checked against the plugin's declaration, declared defaults behind them
   std::string config_dir;
-  Communicator* communicator = nullptr;  ///< owned by the host; may be null in unit tests
+  /// Owned by the host; null in unit tests and for a plugin that does not share the host's SDK
+  /// library (Note [One SDK in the process], docs/plugin-abi.md).
+  Communicator* communicator = nullptr;
 
-  static RunContext from_c(const bh_run_context& c, const std::string& plugin_name);
+  /// The context the host passed, its options checked against `declaration`.
+  static RunContext from_c(const bh_run_context& c, const std::string& plugin_name,
+                           std::vector<OptionSpec> declaration);
 };
+
+/// Options for a hand-made context (tests, tools): `values` checked against W's declaration.
+template <class W>
+Options declared_options(std::map<std::string, std::string> values) {
+  WorkloadInfo info = W::describe();
+  return Options(info.name, std::move(info.options), std::move(values));
+}
 
 /// What setup() tells the host. See bh_run_info for the meaning of each field.
 struct RunInfo {
@@ -141,13 +126,6 @@ struct EvalResult {
   std::int64_t samples = 0;
 };
 
-/// MLLOG hyperparameter values keep their JSON type; lists become JSON arrays.
-/// One key is special: "weights_initialization", a list of tensor names, which the host logs as
-/// one weights_initialization event per tensor with metadata {"tensor": name} (the form the
-/// closed resnet rules check) instead of as a hyperparameter.
-using HyperValue = std::variant<std::int64_t, double, std::string, bool, std::vector<double>,
-                                std::vector<std::string>>;
-using Hyperparameters = std::vector<std::pair<std::string, HyperValue>>;
 std::string hyperparameters_to_json(const Hyperparameters& h);
 
 class Workload {
@@ -200,6 +178,11 @@ struct PluginAdapter {
     static const std::string n = W::describe().name;
     return n;
   }
+  static const std::vector<OptionSpec>& declaration() {
+    static const std::vector<OptionSpec> d = W::describe().options;
+    return d;
+  }
+  static RunContext context(const bh_run_context& c) { return RunContext::from_c(c, name(), declaration()); }
   static const char* describe_json() noexcept {
     try {
       return info_json().c_str();
@@ -210,7 +193,7 @@ struct PluginAdapter {
   static bh_status check_support(const bh_run_context* c, bh_error* err) noexcept {
     return guarded(err, [&] {
       if constexpr (requires(const RunContext& r) { W::check_support(r); }) {
-        std::string why = W::check_support(RunContext::from_c(*c, name()));
+        std::string why = W::check_support(context(*c));
         if (!why.empty()) throw Unsupported(why, __FILE__, __LINE__);
       }
     });
@@ -232,7 +215,7 @@ struct PluginAdapter {
   static bh_status setup(bh_workload* w, const bh_run_context* c, bh_run_info* info,
                          bh_error* err) noexcept {
     return guarded(err, [&] {
-      RunInfo r = self(w)->workload->setup(RunContext::from_c(*c, self(w)->name));
+      RunInfo r = self(w)->workload->setup(context(*c));
       const std::uint32_t host_size = info->struct_size;  // an older host's struct may be shorter
       info->struct_size = std::min<std::uint32_t>(host_size, sizeof(bh_run_info));  // what was filled
       info->samples_per_epoch = r.samples_per_epoch;
