@@ -9,6 +9,8 @@ function(benchhost_add_plugin name)
   if(DEFINED BENCHHOST_PLUGIN_OUTPUT_DIR)
     set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${BENCHHOST_PLUGIN_OUTPUT_DIR})
   endif()
+  # Every plugin of this build, for targets that need them all (the shipped-config test).
+  set_property(GLOBAL APPEND PROPERTY BENCHHOST_PLUGIN_TARGETS ${name})
   if(DEFINED BENCHHOST_PLUGIN_INSTALL_DIR)
     install(TARGETS ${name} LIBRARY DESTINATION ${BENCHHOST_PLUGIN_INSTALL_DIR})
   endif()

@@ -43,6 +43,7 @@ struct PreParsed {
   std::vector<std::string> plugin_dirs;
   std::string config;
   bool help = false;
+  bool json = false;  ///< --json: `list` and `info` print JSON (the plugins' declarations)
 };
 PreParsed pre_parse(int argc, const char* const* argv);
 
@@ -99,7 +100,8 @@ std::filesystem::path resolve_config(const std::string& name, const std::string&
 std::size_t edit_distance(const std::string& a, const std::string& b);
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
 
-/// Check a plugin option value against its declared type; throws UsageError naming --<plugin>.<name>.
-void validate_option_value(const std::string& plugin, const OptionSpec& spec, const std::string& value);
+/// A plugin option's help line as --help and `info` print it: the declared help, the values
+/// allowed (options.hpp allowed_values), the unit and whether it must be given.
+std::string option_help(const OptionSpec& spec);
 
 }  // namespace benchhost::host

@@ -76,8 +76,15 @@ std::string info_text(const LoadedPlugin& p, const std::vector<fs::path>& roots)
   os << "Options (--" << p.name << ".<name> VALUE, or '" << p.name << ".<name> = VALUE' in a config file):\n";
   if (i.options.empty()) os << "  (none)\n";
   for (const auto& o : i.options)
-    os << fmt::format("  --{}.{:<24} {:<10} default: {:<12} {}{}\n", p.name, o.name, o.type.empty() ? "string" : o.type,
-                      o.default_value.empty() ? "-" : o.default_value, o.help, o.required ? " (required)" : "");
+    os << fmt::format("  --{}.{:<24} {:<10} default: {:<12} {}\n", p.name, o.name, o.type.empty() ? "string" : o.type,
+                      o.default_value.empty() ? "-" : o.default_value, option_help(o));
+  if (!i.benchmark.empty()) {
+    const mlperf::Rules& r = i.mlperf;
+    os << fmt::format("MLPerf rules (benchmark '{}'): {} division by default; {} runs scored, olympic mean drops {} "
+                      "each side; evaluation {}; {} logged key(s) checked (tools/mllog_check.py)\n",
+                      i.benchmark, r.closed_division ? "closed" : "open", r.runs, r.olympic_drop_each_side,
+                      r.eval_cadence.empty() ? "as the plugin's configuration says" : r.eval_cadence, r.keys.size());
+  }
   os << "Configs:\n";
   if (i.configs.empty()) os << "  (none shipped)\n";
   for (const auto& c : i.configs) {
@@ -89,6 +96,30 @@ std::string info_text(const LoadedPlugin& p, const std::vector<fs::path>& roots)
     os << fmt::format("  {:<20} {}{}\n", c, where, c == i.default_config ? "  (default)" : "");
   }
   return os.str();
+}
+
+ordered_json info_json(const LoadedPlugin& p, const std::vector<fs::path>& roots) {
+  ordered_json j = ordered_json::parse(p.info.to_json());
+  j["path"] = p.path.string();
+  j["abi"] = p.abi;
+  j["shares_sdk"] = p.shares_sdk;
+  ordered_json configs = ordered_json::object();
+  for (const auto& c : p.info.configs) {
+    try {
+      configs[c] = resolve_config(c, p.name, roots).string();
+    } catch (const UsageError&) {
+      configs[c] = nullptr;
+    }
+  }
+  j["config_paths"] = configs;
+  return j;
+}
+
+ordered_json list_json(const PluginRegistry& reg, const std::vector<fs::path>& roots) {
+  ordered_json plugins = ordered_json::array(), broken = ordered_json::array();
+  for (const auto& p : reg.plugins()) plugins.push_back(info_json(*p, roots));
+  for (const auto& b : reg.broken()) broken.push_back({{"path", b.path.string()}, {"reason", b.reason}});
+  return {{"plugins", plugins}, {"broken", broken}};
 }
 
 Placement detect_placement() {
@@ -142,7 +173,7 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
     return kExitOk;
   }
   if (pre.command == "list") {
-    std::fputs(list_text(registry).c_str(), out);
+    std::fputs(pre.json ? (list_json(registry, roots).dump(2) + "\n").c_str() : list_text(registry).c_str(), out);
     return kExitOk;
   }
   std::shared_ptr<LoadedPlugin> plugin;
@@ -156,7 +187,7 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
     return usage_error(e);
   }
   if (pre.command == "info") {
-    std::fputs(info_text(*plugin, roots).c_str(), out);
+    std::fputs(pre.json ? (info_json(*plugin, roots).dump(2) + "\n").c_str() : info_text(*plugin, roots).c_str(), out);
     return kExitOk;
   }
   if (pre.help) {
@@ -252,7 +283,7 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
     if (supervise) {
       const SupervisedRun run = supervise_workers(s, *plugin, bus, err);
       if (run.exit_code >= 0) return run.exit_code;
-      if (s.mode == "ttt") summary.ttt = summarize_ttt(bus.records(), i.benchmark.empty() ? plugin->name : i.benchmark);
+      if (s.mode == "ttt") summary.ttt = summarize_ttt(bus.records(), i);
       summary.interrupted = run.interrupted || received_signal() != 0;
     } else {
       summary.ttt = run_selected_mode(s, plugin, where, bus, worker ? worker->first_point : 0);

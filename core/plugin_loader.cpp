@@ -81,6 +81,22 @@ std::shared_ptr<LoadedPlugin> load_plugin(const fs::path& path, BrokenPlugin* br
   if (p->name.empty()) return fail("descriptor has no name");
   if (const char* slot = missing_required_slot(p->descriptor))
     return fail(fmt::format("plugin '{}' lacks the required slot '{}'", p->name, slot));
+  // Note [One SDK in the process] (plugin_abi.h): the symbol as the plugin's own lookup scope
+  // (the plugin and its dependencies) resolves it, against the host's.
+  if (lib->has(BENCHHOST_SDK_IDENTITY_SYMBOL)) {
+    const void* theirs_sdk = nullptr;
+    try {
+      theirs_sdk = lib->get<const void*()>(BENCHHOST_SDK_IDENTITY_SYMBOL)();
+    } catch (const std::exception& e) {
+      return fail(fmt::format("plugin '{}': {} failed: {}", p->name, BENCHHOST_SDK_IDENTITY_SYMBOL, e.what()));
+    }
+    if (theirs_sdk != benchhost_sdk_identity())
+      return fail(fmt::format("plugin '{}' carries its own copy of the benchhost SDK (linked statically, or another "
+                              "libbenchhost_sdk.so): the host hands plugins SDK objects that only the host's copy can "
+                              "use; link benchhost::sdk as the shared library (benchhost_add_plugin does), see "
+                              "docs/plugin-abi.md", p->name));
+    p->shares_sdk = true;
+  }
   const char* json = p->descriptor.describe_json();
   if (!json) return fail(fmt::format("plugin '{}': describe_json failed (returned null)", p->name));
   try {

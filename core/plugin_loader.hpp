@@ -45,6 +45,9 @@ struct LoadedPlugin {
   std::string name;                   ///< descriptor name
   std::string version;
   std::string abi;                    ///< "major.minor" the plugin was built against
+  /// The plugin uses this process's libbenchhost_sdk (Note [One SDK in the process],
+  /// plugin_abi.h); false: it uses no SDK library and gets no communicator.
+  bool shares_sdk = false;
 };
 
 /// A file that looked like a plugin but could not be used, and why.

@@ -40,7 +40,7 @@ nlohmann::ordered_json run_selected_mode(const Settings& s, const std::shared_pt
 void apply_weak_scaling(RunRecord& r, const std::vector<RunRecord>& earlier);
 
 /// Time-to-train aggregation over the ttt records in `records` (olympic mean; see stats.hpp).
-nlohmann::ordered_json summarize_ttt(const std::vector<RunRecord>& records, const std::string& benchmark);
+nlohmann::ordered_json summarize_ttt(const std::vector<RunRecord>& records, const WorkloadInfo& info);
 
 /// Device peak in TFLOP/s for MFU: --peak-tflops if set, else the GPU table by name and
 /// precision; 0 with `why` filled when unknown.

@@ -27,11 +27,9 @@ double mean(const std::vector<double>& values) {
   return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
 }
 
-std::size_t olympic_drop_count(const std::string& benchmark) { return benchmark == "unet3d" ? 4 : 1; }
-
-OlympicMean olympic_mean(const std::vector<TttRun>& runs, const std::string& benchmark) {
+OlympicMean olympic_mean(const std::vector<TttRun>& runs, std::size_t drop_each_side) {
   OlympicMean out;
-  out.dropped_each_side = olympic_drop_count(benchmark);
+  out.dropped_each_side = drop_each_side;
   const std::size_t n = runs.size();
   const auto non_converged =
       static_cast<std::size_t>(std::count_if(runs.begin(), runs.end(), [](const TttRun& r) { return !r.converged; }));
@@ -44,7 +42,7 @@ OlympicMean olympic_mean(const std::vector<TttRun>& runs, const std::string& ben
     if (non_converged > 0) {
       out.note = fmt::format("{} of {} runs did not reach the target and there are too few runs ({}) to drop "
                              "one; run with --runs {} or more",
-                             non_converged, n, n, 2 * olympic_drop_count(benchmark) + 1);
+                             non_converged, n, n, 2 * drop_each_side + 1);
       return out;
     }
     for (std::size_t i = 0; i < n; ++i) out.kept.push_back(i);
@@ -53,12 +51,13 @@ OlympicMean olympic_mean(const std::vector<TttRun>& runs, const std::string& ben
     out.seconds = sum / static_cast<double>(n);
     out.valid = true;
     out.note = fmt::format("plain mean of {} run(s): the olympic mean needs at least {}", n,
-                           2 * olympic_drop_count(benchmark) + 1);
+                           2 * drop_each_side + 1);
     return out;
   }
-  if (non_converged > 1) {
-    out.note = fmt::format("INVALID: {} of {} runs did not reach the target; MLPerf allows at most one",
-                           non_converged, n);
+  // Non-converged runs count as the slowest, so at most as many as are dropped from that side.
+  if (non_converged > drop_each_side) {
+    out.note = fmt::format("INVALID: {} of {} runs did not reach the target; MLPerf allows at most {}",
+                           non_converged, n, drop_each_side);
     return out;
   }
   // Sort by time with a non-converged run placed last (it counts as the slowest).
@@ -78,7 +77,7 @@ OlympicMean olympic_mean(const std::vector<TttRun>& runs, const std::string& ben
   out.seconds = sum / static_cast<double>(n - 2 * d);
   out.valid = true;
   out.note = fmt::format("olympic mean of {} runs, dropping the {} fastest and {} slowest{}", n, d, d,
-                         non_converged ? " (the non-converged run counts as the slowest)" : "");
+                         non_converged ? " (a run that did not converge counts as the slowest)" : "");
   return out;
 }
 

@@ -29,15 +29,12 @@ struct OlympicMean {
   std::string note;              ///< why it is INVALID, or how it was computed
 };
 
-/// Number of fastest and slowest runs dropped for a benchmark: 4 each side for "unet3d", else 1.
-std::size_t olympic_drop_count(const std::string& benchmark);
-
 /// Note [Olympic mean]
-/// MLPerf Training scores a benchmark by running it N times, dropping the fastest and the slowest
-/// run (unet3d: 4 each) and averaging the rest. A run that did not reach the target counts as the
-/// slowest; at most one such run is allowed, otherwise the result is INVALID. With fewer runs than
+/// MLPerf Training scores a benchmark by running it N times, dropping the `drop_each_side` fastest
+/// and slowest runs (the benchmark's plugin declares how many: mlperf::Rules) and averaging the rest. A run that did not reach the target counts as the
+/// slowest; at most drop_each_side such runs are allowed, otherwise the result is INVALID. With fewer runs than
 /// 2*drop+1 nothing can be dropped: the result is the plain mean of the converged runs (all must
 /// have converged), and the note says so.
-OlympicMean olympic_mean(const std::vector<TttRun>& runs, const std::string& benchmark);
+OlympicMean olympic_mean(const std::vector<TttRun>& runs, std::size_t drop_each_side);
 
 }  // namespace benchhost::host

@@ -37,7 +37,7 @@ TEST(Percentile, RejectsBadInput) {
 
 TEST(OlympicMean, DropsFastestAndSlowest) {
   std::vector<TttRun> runs{{10, true}, {12, true}, {11, true}, {30, true}, {5, true}};
-  OlympicMean m = olympic_mean(runs, "resnet");
+  OlympicMean m = olympic_mean(runs, 1);
   ASSERT_TRUE(m.valid) << m.note;
   EXPECT_EQ(m.dropped_each_side, 1u);
   EXPECT_DOUBLE_EQ(m.seconds, (10.0 + 11.0 + 12.0) / 3.0);
@@ -47,7 +47,7 @@ TEST(OlympicMean, DropsFastestAndSlowest) {
 TEST(OlympicMean, OneNonConvergedRunCountsAsSlowest) {
   // The non-converged run has the smallest time but must be dropped as the slowest.
   std::vector<TttRun> runs{{10, true}, {1, false}, {11, true}, {12, true}, {9, true}};
-  OlympicMean m = olympic_mean(runs, "bert");
+  OlympicMean m = olympic_mean(runs, 1);
   ASSERT_TRUE(m.valid) << m.note;
   EXPECT_DOUBLE_EQ(m.seconds, (10.0 + 11.0 + 12.0) / 3.0);  // drops 9 (fastest) and the aborted run
   EXPECT_EQ(m.kept, (std::vector<std::size_t>{0, 2, 3}));
@@ -55,7 +55,7 @@ TEST(OlympicMean, OneNonConvergedRunCountsAsSlowest) {
 
 TEST(OlympicMean, TwoNonConvergedRunsAreInvalid) {
   std::vector<TttRun> runs{{10, true}, {1, false}, {11, true}, {12, false}, {9, true}};
-  OlympicMean m = olympic_mean(runs, "bert");
+  OlympicMean m = olympic_mean(runs, 1);
   EXPECT_FALSE(m.valid);
   EXPECT_NE(m.note.find("INVALID"), std::string::npos) << m.note;
 }
@@ -63,23 +63,23 @@ TEST(OlympicMean, TwoNonConvergedRunsAreInvalid) {
 TEST(OlympicMean, Unet3dDropsFourEachSide) {
   std::vector<TttRun> runs;
   for (int i = 1; i <= 10; ++i) runs.push_back({static_cast<double>(i * 10), true});  // 10..100
-  OlympicMean m = olympic_mean(runs, "unet3d");
+  OlympicMean m = olympic_mean(runs, 4);
   ASSERT_TRUE(m.valid) << m.note;
   EXPECT_EQ(m.dropped_each_side, 4u);
   EXPECT_DOUBLE_EQ(m.seconds, (50.0 + 60.0) / 2.0);
   EXPECT_EQ(m.kept, (std::vector<std::size_t>{4, 5}));
   // With one aborted run among them it is dropped in the slowest four.
   runs[0].converged = false;  // the 10 s run did not converge
-  m = olympic_mean(runs, "unet3d");
+  m = olympic_mean(runs, 4);
   ASSERT_TRUE(m.valid) << m.note;
   EXPECT_DOUBLE_EQ(m.seconds, (60.0 + 70.0) / 2.0);  // sorted: 20..100, aborted; keep 6th/7th
 }
 
 TEST(OlympicMean, TooFewRunsIsPlainMeanAndNeedsConvergence) {
-  OlympicMean m = olympic_mean({{10, true}, {20, true}}, "resnet");
+  OlympicMean m = olympic_mean({{10, true}, {20, true}}, 1);
   ASSERT_TRUE(m.valid);
   EXPECT_DOUBLE_EQ(m.seconds, 15.0);
   EXPECT_EQ(m.dropped_each_side, 0u);
-  EXPECT_FALSE(olympic_mean({{10, false}}, "resnet").valid);
-  EXPECT_FALSE(olympic_mean({}, "resnet").valid);
+  EXPECT_FALSE(olympic_mean({{10, false}}, 1).valid);
+  EXPECT_FALSE(olympic_mean({}, 1).valid);
 }

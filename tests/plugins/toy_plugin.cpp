@@ -38,15 +38,19 @@ class ToyWorkload : public benchhost::Workload {
     i.metric_target = 0.002;
     i.higher_is_better = false;
     i.modes = {"ttt", "train", "infer"};
-    i.options = {{"features", "int", "8", "input features", false},
-                 {"train-samples", "int", "512", "training samples (one epoch)", false},
-                 {"eval-samples", "int", "256", "held-out samples", false},
-                 {"batch-size", "int", "16", "samples per step when -b is not given", false},
-                 {"lr", "float", "0.02", "SGD learning rate", false},
-                 {"noise", "float", "0.03", "standard deviation of the label noise", false},
-                 {"eval-every", "int", "128", "evaluate every N training samples (0 = each epoch)", false},
-                 {"max-epochs", "int", "20", "give up (aborted) after this many epochs", false},
-                 {"data-seed", "int", "1234", "seed of the planted problem", false}};
+    // Note [Options declared once] (options.hpp): the ranges below are all the checking there is;
+    // the host refuses a value outside them before setup() runs.
+    using benchhost::float_option;
+    using benchhost::int_option;
+    i.options = {int_option("features", 8, "input features").range(1, 4096),
+                 int_option("train-samples", 512, "training samples (one epoch)").range(1, 1 << 22).in("samples"),
+                 int_option("eval-samples", 256, "held-out samples").range(1, 1 << 22).in("samples"),
+                 int_option("batch-size", 16, "samples per step when -b is not given").at_least(1).in("samples"),
+                 float_option("lr", 0.02, "SGD learning rate").above(0),
+                 float_option("noise", 0.03, "standard deviation of the label noise").at_least(0),
+                 int_option("eval-every", 128, "evaluate every N training samples (0 = each epoch)").at_least(0).in("samples"),
+                 int_option("max-epochs", 20, "give up (aborted) after this many epochs").at_least(1).in("epochs"),
+                 int_option("data-seed", 1234, "seed of the planted problem")};
     return i;
   }
 
@@ -56,9 +60,6 @@ class ToyWorkload : public benchhost::Workload {
     const std::int64_t n_train = o.get_int("train-samples"), n_eval = o.get_int("eval-samples");
     batch_ = ctx.batch_size > 0 ? ctx.batch_size : o.get_int("batch-size");
     lr_ = o.get_float("lr");
-    BH_CHECK_AS(InvalidArgument, d_ > 0 && d_ <= 4096, "--toy.features {} must be in [1, 4096]", d_);
-    BH_CHECK_AS(InvalidArgument, n_train > 0 && n_train <= (1 << 22), "--toy.train-samples {} must be in [1, 4194304]", n_train);
-    BH_CHECK_AS(InvalidArgument, n_eval > 0 && n_eval <= (1 << 22), "--toy.eval-samples {} must be in [1, 4194304]", n_eval);
     BH_CHECK_AS(InvalidArgument, batch_ > 0 && batch_ <= n_train, "batch size {} must be in [1, train-samples]", batch_);
     SplitMix64 data{static_cast<std::uint64_t>(o.get_int("data-seed"))};
     std::vector<double> w_true(d_);
