@@ -3,6 +3,14 @@
 
     python3 tools/mllog_check.py run.mllog            # exit 0: compliant, 1: violations, 2: unreadable
     python3 tools/mllog_check.py --quiet run.mllog    # violations only
+    python3 tools/mllog_check.py --rules r.json run.mllog   # r.json: benchhost info <plugin> --json
+    python3 tools/mllog_check.py --benchhost /opt/benchhost/bin/benchhost run.mllog
+
+The benchmark rules are not written here: every workload plugin declares its own (MLLOG keys and
+their constraints, the closed-division values and quality target, runs and olympic drops; the SDK's
+mlperf_rules.hpp), and this tool reads the declarations from `benchhost list --json` (the build's
+build/bin/benchhost next to this script, `benchhost` on PATH, --benchhost, or $BENCHHOST) or from
+--rules files. An MLLOG file is checked against the plugin that declares its submission_benchmark.
 
 What it checks (the rules of mlcommons/logging's compliance checker for training 3.0.0, restated
 here because that package cannot be installed on a machine without network access):
@@ -14,126 +22,122 @@ here because that package cannot be installed on a machine without network acces
     eval_start / eval_stop / eval_accuracy with epoch_num, train_samples and eval_samples exactly
     once, time stamps that never go backwards, and (closed division) init_stop within 30 minutes
     of the first init_start;
-  * the benchmark's own keys (resnet, bert, gpt3, dlrm_dcnv2) and how often each appears. These
-    are checked in both divisions: a result that does not say which optimizer and hyperparameters
-    it ran is not one a reader can compare, whatever the division;
+  * the benchmark's own keys, as its plugin declares them, and how often each appears. These are
+    checked in both divisions: a result that does not say which optimizer and hyperparameters it
+    ran is not one a reader can compare, whatever the division;
   * in the closed division also the values the rules fix (Adam's betas for gpt3, Adagrad's
     epsilon for dlrm_dcnv2, the ResNet-50 tensor names, ...) and that an evaluation reached the
-    benchmark's quality target. A scaled-down configuration (benchhost's mini configs) logs the
+    benchmark's quality target; only a benchmark whose plugin declares closed-division rules may
+    log the closed division. A scaled-down configuration (benchhost's mini configs) logs the
     open division, where the rules fix no values.
 """
 
 import argparse
 import json
+import os
+import shutil
+import subprocess
 import sys
 
 TOKEN = ":::MLLOG "
 EVENT_TYPES = ("POINT_IN_TIME", "INTERVAL_START", "INTERVAL_END")
-BENCHMARKS = ("resnet", "ssd", "maskrcnn", "minigo", "dlrm", "dlrm_dcnv2", "bert", "rnnt", "unet3d", "gpt3")
 STATUSES = ("cloud", "onprem", "preview", "research")
 CLOSED_INIT_LIMIT_MS = 30 * 60 * 1000
 
 ONE, AT_LEAST_ONE = "exactly one", "at least one"
 
 
-def resnet50_tensor_names():
-    """The 161 tensor names closed ResNet-50 must log in weights_initialization events."""
-    names = ["conv0_weight", "bn0_gamma", "bn0_beta", "fc1_weight", "fc1_bias"]
-    for stage, units in enumerate((3, 4, 6, 3), start=1):
-        for unit in range(1, units + 1):
-            prefix = "stage{}_unit{}_".format(stage, unit)
-            for i in (1, 2, 3):
-                names += [prefix + "conv{}_weight".format(i), prefix + "bn{}_gamma".format(i),
-                          prefix + "bn{}_beta".format(i)]
-            if unit == 1:
-                names += [prefix + "conv1sc_weight", prefix + "bnsc_gamma", prefix + "bnsc_beta"]
-    return names
+def number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def equals(expected):
-    return (lambda v: v == expected, "== {!r}".format(expected))
+def same_value(a, b):
+    """Numbers compare as numbers (0 == 0.0); anything else exactly, booleans never as numbers."""
+    if number(a) and number(b):
+        return a == b
+    return type(a) == type(b) and a == b  # noqa: E721
 
 
-def one_of(*allowed):
-    return (lambda v: v in allowed, "one of {}".format(", ".join(repr(a) for a in allowed)))
+def value_check(check):
+    """(test, description) for a declared value check (mlperf_rules.hpp ValueCheck), or None when
+    the declaration fixes nothing."""
+    if not check:
+        return None
+    parts, tests = [], []
+    if "one_of" in check:
+        allowed = check["one_of"]
+        parts.append("== {!r}".format(allowed[0]) if len(allowed) == 1
+                     else "one of {}".format(", ".join(repr(a) for a in allowed)))
+        tests.append(lambda v: any(same_value(v, a) for a in allowed))
+    if "min" in check:
+        lo, exclusive = check["min"], check.get("min_exclusive", False)
+        parts.append("{} {}".format(">" if exclusive else ">=", lo))
+        tests.append(lambda v: number(v) and (v > lo if exclusive else v >= lo))
+    if "max" in check:
+        hi, exclusive = check["max"], check.get("max_exclusive", False)
+        parts.append("{} {}".format("<" if exclusive else "<=", hi))
+        tests.append(lambda v: number(v) and (v < hi if exclusive else v <= hi))
+    if not tests:
+        return None
+    return (lambda v: all(t(v) for t in tests), " and ".join(parts))
 
 
 def positive():
-    return (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, "> 0")
+    return value_check({"min": 0, "min_exclusive": True})
 
 
-# Per benchmark: key -> (how often, value check that holds in both divisions or None,
-#                        value check that the closed division adds or None).
-# Quality targets: (the eval_accuracy test, its description), checked in the closed division.
-RULES = {
-    "bert": {
-        "keys": {
-            "global_batch_size": (ONE, None, None),
-            "opt_base_learning_rate": (ONE, None, None),
-            "opt_lamb_epsilon": (ONE, None, None),
-            "opt_learning_rate_training_steps": (ONE, None, None),
-            "opt_learning_rate_warmup_steps": (ONE, None, None),
-            "num_warmup_steps": (ONE, None, None),
-            "start_warmup_step": (ONE, None, None),
-            "opt_lamb_beta_1": (ONE, None, None),
-            "opt_lamb_beta_2": (ONE, None, None),
-            "opt_lamb_weight_decay_rate": (ONE, None, None),
-        },
-        "target": (lambda v: 0.720 <= v < 1.0, "masked-LM accuracy >= 0.720"),
-    },
-    "gpt3": {
-        "keys": {
-            "global_batch_size": (ONE, None, None),
-            "max_sequence_length": (ONE, None, equals(2048)),
-            "opt_name": (ONE, equals("adam"), None),
-            "opt_base_learning_rate": (ONE, None, one_of(2e-5, 3e-5)),
-            "opt_end_learning_rate": (ONE, None, None),
-            "opt_learning_rate_decay_steps": (ONE, None, None),
-            "opt_learning_rate_warmup_steps": (ONE, None, None),
-            "opt_learning_rate_decay_schedule": (ONE, equals("cosine with linear warmup"), None),
-            "opt_adam_beta_1": (ONE, None, equals(0.9)),
-            "opt_adam_beta_2": (ONE, None, equals(0.95)),
-            "opt_adam_epsilon": (ONE, None, equals(1e-8)),
-            "opt_gradient_clip_norm": (ONE, None, equals(1.0)),
-            "trained_samples": (ONE, None, None),
-            "init_checkpoint_step": (ONE, None, positive()),
-        },
-        "target": (lambda v: 2.6 < v <= 2.69, "log perplexity <= 2.69"),
-    },
-    "dlrm_dcnv2": {
-        "keys": {
-            "global_batch_size": (ONE, None, None),
-            "opt_name": (ONE, equals("adagrad"), None),
-            "opt_base_learning_rate": (ONE, None, None),
-            "opt_adagrad_learning_rate_decay": (ONE, None, equals(0)),
-            "opt_weight_decay": (ONE, None, equals(0)),
-            "opt_adagrad_initial_accumulator_value": (ONE, None, equals(0)),
-            "opt_adagrad_epsilon": (ONE, None, equals(1e-10)),
-            "opt_learning_rate_warmup_steps": (ONE, None, equals(0)),
-            "opt_learning_rate_decay_start_step": (ONE, None, equals(0)),
-            "opt_learning_rate_decay_steps": (ONE, None, equals(0)),
-        },
-        "eval_samples": equals(89137319),
-        "target": (lambda v: 0.80275 <= v <= 1.0, "AUC >= 0.80275"),
-    },
-    "resnet": {
-        "keys": {
-            "global_batch_size": (ONE, positive(), None),
-            "opt_name": (ONE, one_of("sgd", "lars"), None),
-            "weights_initialization": (AT_LEAST_ONE, None, None),
-        },
-        "by_optimizer": {
-            "lars": ["lars_epsilon", "lars_opt_weight_decay", "lars_opt_base_learning_rate",
-                     "lars_opt_end_learning_rate", "lars_opt_learning_rate_decay_poly_power",
-                     "lars_opt_learning_rate_decay_steps", "lars_opt_learning_rate_warmup_epochs",
-                     "lars_opt_momentum"],
-            "sgd": ["sgd_opt_base_learning_rate", "sgd_opt_end_learning_rate",
-                    "sgd_opt_learning_rate_decay_poly_power", "sgd_opt_learning_rate_decay_steps",
-                    "sgd_opt_weight_decay", "sgd_opt_momentum", "opt_learning_rate_decay_boundary_epochs"],
-        },
-        "target": (lambda v: 0.759 <= v < 1.0, "top-1 >= 0.759"),
-    },
-}
+def one_of(*allowed):
+    return value_check({"one_of": list(allowed)})
+
+
+class RulesUnavailable(Exception):
+    """The plugins' declarations could not be read."""
+
+
+def declarations_from(data):
+    """benchmark key -> plugin declaration, from `benchhost list --json` or `info <p> --json`
+    output (a list of either is accepted too)."""
+    found = {}
+    items = data if isinstance(data, list) else [data]
+    for item in items:
+        plugins = item.get("plugins", [item]) if isinstance(item, dict) else []
+        for plugin in plugins:
+            if isinstance(plugin, dict) and plugin.get("benchmark"):
+                found[plugin["benchmark"]] = plugin
+    return found
+
+
+def default_benchhost():
+    env = os.environ.get("BENCHHOST")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    built = os.path.join(here, "..", "build", "bin", "benchhost")
+    if os.access(built, os.X_OK):
+        return built
+    return shutil.which("benchhost")
+
+
+def load_declarations(rules_files=(), benchhost=None):
+    """benchmark key -> declaration, from --rules files or by asking benchhost for every plugin's."""
+    if rules_files:
+        found = {}
+        for path in rules_files:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    found.update(declarations_from(json.load(f)))
+            except (OSError, ValueError) as e:
+                raise RulesUnavailable("cannot read rules file {}: {}".format(path, e))
+        return found
+    benchhost = benchhost or default_benchhost()
+    if not benchhost:
+        raise RulesUnavailable("no benchhost executable found to ask for the plugins' MLPerf rules; pass --rules FILE "
+                               "(benchhost info <plugin> --json > FILE) or --benchhost PATH")
+    try:
+        out = subprocess.run([benchhost, "list", "--json"], check=True, capture_output=True, text=True, timeout=120)
+        return declarations_from(json.loads(out.stdout))
+    except (OSError, subprocess.SubprocessError, ValueError) as e:
+        raise RulesUnavailable("`{} list --json` did not give the plugins' declarations: {}".format(benchhost, e))
 
 
 class Line:
@@ -222,7 +226,7 @@ class Checker:
         return found[0].value if found else None
 
     # ---- common.yaml -------------------------------------------------------------------------
-    def common(self, division):
+    def common(self, division, declarations):
         for key in ("submission_org", "submission_platform"):
             self.require(key, ONE)
             self.value_check(key, (lambda v: isinstance(v, str) and v != "", "a non-empty string"))
@@ -231,7 +235,8 @@ class Checker:
         self.require("submission_status", ONE)
         self.value_check("submission_status", one_of(*STATUSES))
         self.require("submission_benchmark", ONE)
-        self.value_check("submission_benchmark", one_of(*BENCHMARKS))
+        self.value_check("submission_benchmark", (lambda v: v in declarations, "a benchmark some plugin declares ({})".format(
+            ", ".join(sorted(declarations)) or "none found")))
         self.require("cache_clear", AT_LEAST_ONE)
         for key, how_often in (("init_start", AT_LEAST_ONE), ("init_stop", ONE), ("run_start", ONE),
                                ("run_stop", ONE), ("eval_accuracy", AT_LEAST_ONE), ("train_samples", ONE),
@@ -298,47 +303,58 @@ class Checker:
             if not any(self.occurrences(k) for k in pair):
                 self.fail("at least one '{}' or '{}' required, none found".format(*pair))
 
-    # ---- the benchmark's own keys --------------------------------------------------------------
-    def benchmark(self, name, division):
-        rules = RULES.get(name)
-        if rules is None:
-            return
+    # ---- the benchmark's own keys, as its plugin declares them ----------------------------------
+    def benchmark(self, name, division, declaration):
+        if declaration is None:
+            return  # common() said that no plugin declares it
+        rules = declaration.get("mlperf", {})
         closed = division == "closed"
-        for key, (how_often, check, closed_check) in rules["keys"].items():
-            self.require(key, how_often)
+        if closed and not rules.get("closed_division", False):
+            self.fail("benchmark '{}' has no closed-division rules (plugin '{}' does not declare its closed "
+                      "reference); log submission_division open".format(name, declaration.get("name")))
+        for entry in rules.get("keys", []):
+            key = entry["key"]
+            when = entry.get("when")
+            if when and not same_value(self.first_value(when["key"]), when["value"]):
+                continue
+            self.require(key, ONE if entry.get("occurrence", "exactly_one") == "exactly_one" else AT_LEAST_ONE)
+            check = value_check(entry.get("check"))
             if check:
                 self.value_check(key, check)
+            closed_check = value_check(entry.get("closed_check"))
             if closed and closed_check:
                 self.value_check(key, closed_check, " in the closed division")
-        optimizer = self.first_value("opt_name")
-        for key in rules.get("by_optimizer", {}).get(optimizer, []):
-            self.require(key, ONE)
-        if closed and "eval_samples" in rules:
-            self.value_check("eval_samples", rules["eval_samples"], " in the closed division")
-        if name == "resnet":
-            names = []
-            for line in self.occurrences("weights_initialization"):
-                if "tensor" not in line.metadata:
-                    self.fail("weights_initialization without a 'tensor' in its metadata", line)
-                else:
-                    names.append(line.metadata["tensor"])
-            if closed and sorted(names) != sorted(resnet50_tensor_names()):
-                expected = set(resnet50_tensor_names())
-                missing, extra = sorted(expected - set(names)), sorted(set(names) - expected)
-                self.fail("weights_initialization names {} tensors; closed ResNet-50 has 161 (missing: {}; "
-                          "not ResNet-50's: {})".format(len(names), ", ".join(missing[:5]) or "none",
-                                                        ", ".join(extra[:5]) or "none"))
-        if closed:
-            test, description = rules["target"]
+            field = entry.get("metadata_field")
+            if field:
+                values = []
+                for line in self.occurrences(key):
+                    if field not in line.metadata:
+                        self.fail("{} without a '{}' in its metadata".format(key, field), line)
+                    else:
+                        values.append(line.metadata[field])
+                expected = entry.get("closed_metadata_values")
+                if closed and expected is not None and sorted(values) != sorted(expected):
+                    missing, extra = sorted(set(expected) - set(values)), sorted(set(values) - set(expected))
+                    self.fail("{} names {} {}s; the closed '{}' reference has {} (missing: {}; not the reference's: {})".format(
+                        key, len(values), field, name, len(expected), ", ".join(missing[:5]) or "none",
+                        ", ".join(extra[:5]) or "none"))
+        eval_samples = value_check(rules.get("closed_eval_samples"))
+        if closed and eval_samples:
+            self.value_check("eval_samples", eval_samples, " in the closed division")
+        target = value_check(rules.get("closed_target"))
+        if closed and target:
+            test, description = target
             values = [line.value for line in self.occurrences("eval_accuracy")]
-            numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            numbers = [v for v in values if number(v)]
             if values and not any(test(v) for v in numbers):
-                best = (min if name == "gpt3" else max)(numbers) if numbers else None  # perplexity: lower is better
+                lower_is_better = declaration.get("metric", {}).get("direction") == "min"
+                best = (min if lower_is_better else max)(numbers) if numbers else None
                 self.fail("no eval_accuracy reaches the closed target ({}); best {}".format(description, best))
 
 
-def check(path):
-    """Returns (lines, violations, division, benchmark)."""
+def check(path, declarations):
+    """Returns (lines, violations, division, benchmark). declarations: benchmark key -> plugin
+    declaration (load_declarations())."""
     lines, errors = parse(path)
     checker = Checker(lines)
     checker.violations += errors
@@ -347,8 +363,8 @@ def check(path):
         return lines, checker.violations, None, None
     division = checker.first_value("submission_division")
     benchmark = checker.first_value("submission_benchmark")
-    checker.common(division)
-    checker.benchmark(benchmark, division)
+    checker.common(division, declarations)
+    checker.benchmark(benchmark, division, declarations.get(benchmark) if isinstance(benchmark, str) else None)
     return lines, checker.violations, division, benchmark
 
 
@@ -356,9 +372,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("mllog", help="an MLLOG file (benchhost --mllog FILE)")
     parser.add_argument("--quiet", action="store_true", help="print the violations only")
+    parser.add_argument("--rules", action="append", default=[], metavar="FILE",
+                        help="plugin declarations to check against (benchhost info <plugin> --json or "
+                             "benchhost list --json output; repeatable) instead of asking benchhost")
+    parser.add_argument("--benchhost", metavar="PATH", help="the benchhost executable to ask for every plugin's rules")
     args = parser.parse_args(argv)
     try:
-        lines, violations, division, benchmark = check(args.mllog)
+        declarations = load_declarations(args.rules, args.benchhost)
+        lines, violations, division, benchmark = check(args.mllog, declarations)
+    except RulesUnavailable as e:
+        print("mllog_check: {}".format(e), file=sys.stderr)
+        return 2
     except OSError as e:
         print("mllog_check: cannot read {}: {}".format(args.mllog, e.strerror or e), file=sys.stderr)
         return 2

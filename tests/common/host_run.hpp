@@ -75,10 +75,11 @@ inline HostRun run_host(const std::string& plugin, const std::string& args, cons
 }
 
 /// The violations tools/mllog_check.py finds in an MLLOG file, one per line; "" when compliant.
-/// A checker that cannot run is a violation too (python3 is installed by tools/setup.sh).
+/// The checker reads the rules the plugins declare from this build's executable. A checker that
+/// cannot run is a violation too (python3 is installed by tools/setup.sh).
 inline std::string mllog_violations(const std::filesystem::path& mllog) {
-  const std::string cmd = fmt::format("python3 '{}/tools/mllog_check.py' --quiet '{}' 2>&1", BENCHHOST_SOURCE_DIR,
-                                      mllog.string());
+  const std::string cmd = fmt::format("python3 '{}/tools/mllog_check.py' --benchhost '{}/bin/benchhost' --quiet '{}' 2>&1",
+                                      BENCHHOST_SOURCE_DIR, BENCHHOST_BINARY_DIR, mllog.string());
   std::string out;
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) return "cannot start " + cmd;

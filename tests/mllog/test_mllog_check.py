@@ -1,5 +1,6 @@
 """tools/mllog_check.py: a log built to the MLPerf Training v3.0 rules passes, and each log that
-breaks one rule fails with a message naming it."""
+breaks one rule fails with a message naming it. The rules are the ones this build's plugins declare
+(`benchhost list --json`, the executable named by $BENCHHOST)."""
 
 import json
 import os
@@ -7,6 +8,16 @@ import tempfile
 import unittest
 
 import mllog_check
+
+DECLARATIONS = mllog_check.load_declarations(benchhost=os.environ.get("BENCHHOST"))
+
+
+def resnet50_tensor_names():
+    """The 161 tensor names the resnet50 plugin declares for closed ResNet-50."""
+    for entry in DECLARATIONS["resnet"]["mlperf"]["keys"]:
+        if entry["key"] == "weights_initialization":
+            return list(entry["closed_metadata_values"])
+    raise AssertionError("the resnet declaration has no weights_initialization key")
 
 GPT3_CLOSED = {
     "global_batch_size": 1536, "max_sequence_length": 2048, "opt_name": "adam",
@@ -54,7 +65,7 @@ def run_log(benchmark, division, hyper, accuracies=(0.5,), extra_tensors=()):
 
 
 class MllogCheckTest(unittest.TestCase):
-    def check(self, records, raw_lines=()):
+    def check(self, records, raw_lines=(), declarations=None):
         fd, path = tempfile.mkstemp(suffix=".mllog")
         with os.fdopen(fd, "w") as f:
             f.write("benchhost: a console line that is not MLLOG\n")
@@ -63,7 +74,7 @@ class MllogCheckTest(unittest.TestCase):
             for line in raw_lines:
                 f.write(line + "\n")
         try:
-            return mllog_check.check(path)[1]
+            return mllog_check.check(path, DECLARATIONS if declarations is None else declarations)[1]
         finally:
             os.remove(path)
 
@@ -76,7 +87,7 @@ class MllogCheckTest(unittest.TestCase):
     def test_a_log_built_to_the_rules_passes(self):
         self.assertEqual(self.check(run_log("gpt3", "closed", GPT3_CLOSED, accuracies=(3.5, 2.68))), [])
         self.assertEqual(self.check(run_log("bert", "open", BERT)), [])
-        names = mllog_check.resnet50_tensor_names()
+        names = resnet50_tensor_names()
         self.assertEqual(len(names), 161)
         self.assertEqual(len(set(names)), 161)
 
@@ -105,7 +116,7 @@ class MllogCheckTest(unittest.TestCase):
                  "sgd_opt_learning_rate_decay_poly_power": 2, "sgd_opt_learning_rate_decay_steps": 1000,
                  "sgd_opt_weight_decay": 5e-5, "sgd_opt_momentum": 0.9,
                  "opt_learning_rate_decay_boundary_epochs": []}
-        names = mllog_check.resnet50_tensor_names()
+        names = resnet50_tensor_names()
         self.assertEqual(self.check(run_log("resnet", "closed", hyper, (0.76,), names)), [])
         self.assertViolation(self.check(run_log("resnet", "closed", hyper, (0.76,), names[:-1] + ["stem_weight"])),
                              "weights_initialization", "stem_weight")
@@ -144,6 +155,26 @@ class MllogCheckTest(unittest.TestCase):
         log = run_log("bert", "open", BERT)
         log[-1]["time_ms"] = 0
         self.assertViolation(self.check(log), "goes back")
+
+    def test_every_shipped_benchmark_is_declared(self):
+        for benchmark in ("resnet", "bert", "gpt3", "dlrm_dcnv2"):
+            self.assertIn(benchmark, DECLARATIONS)
+            self.assertTrue(DECLARATIONS[benchmark]["mlperf"]["closed_division"], benchmark)
+
+    def test_a_benchmark_only_its_plugin_declares(self):
+        # A third-party plugin's benchmark: its own keys, no closed-division reference.
+        mine = {"name": "mlp", "benchmark": "fashion_mlp", "metric": {"direction": "max"},
+                "mlperf": {"closed_division": False,
+                           "keys": [{"key": "opt_name", "check": {"one_of": ["adam"]}}]}}
+        declarations = dict(DECLARATIONS, fashion_mlp=mine)
+        hyper = {"global_batch_size": 64, "gradient_accumulation_steps": 1, "opt_name": "adam"}
+        self.assertEqual(self.check(run_log("fashion_mlp", "open", hyper), declarations=declarations), [])
+        self.assertViolation(self.check(run_log("fashion_mlp", "open", dict(hyper, opt_name="sgd")),
+                                        declarations=declarations), "'opt_name'", "sgd")
+        self.assertViolation(self.check(run_log("fashion_mlp", "closed", hyper), declarations=declarations),
+                             "no closed-division rules")
+        self.assertViolation(self.check(run_log("fashion_mlp", "open", hyper)), "'submission_benchmark'",
+                             "fashion_mlp")
 
     def test_an_empty_file(self):
         self.assertViolation(self.check([]), "no ':::MLLOG' lines")
