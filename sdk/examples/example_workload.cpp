@@ -20,9 +20,11 @@ class ExampleWorkload : public benchhost::Workload {
     i.metric_target = 0.05;
     i.higher_is_better = false;
     i.modes = {"ttt", "train"};
-    i.options = {{"mean", "float", "3.0", "the mean to recover", false},
-                 {"lr", "float", "0.05", "SGD learning rate", false},
-                 {"samples-per-epoch", "int", "1024", "samples in one epoch", false}};
+    // Declared once (options.hpp): the host checks values against these ranges, --help and
+    // `benchhost info example` print them, and ctx.options returns the defaults below.
+    i.options = {benchhost::float_option("mean", 3.0, "the mean to recover"),
+                 benchhost::float_option("lr", 0.05, "SGD learning rate").above(0).at_most(1),
+                 benchhost::int_option("samples-per-epoch", 1024, "samples in one epoch").at_least(1).in("samples")};
     return i;
   }
 

@@ -3,16 +3,23 @@
 # here (carry [".device"]). Unpacks the bundle, makes /work/main point at this checkout (the
 # build's absolute paths), and writes each test binary's output, a summary and the device's own
 # description under $OUT.
-#   bash tools/device/run_tests.sh            # the CUDA tests of every area (list below)
+#   bash tools/device/run_tests.sh            # the GPU tests of every test area
 #   TESTS="test_cuda" GTEST_FILTER='*Dense*' bash tools/device/run_tests.sh
-# A TESTS entry is a test binary, or binary=filter to run only the filter's tests of it.
+# A TESTS entry is a test binary, or binary=filter to run only the filter's tests of it. By default
+# every test area that has a tests/<area>/gpu_tests file runs bin/test_<area> with the gtest filter
+# that file holds (its first line that is not a comment): an area names its own GPU tests, and a
+# new workload's tests join by adding that file.
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 . tools/device/env.sh || exit 2
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv; nvidia-smi -L; } > "$out/device.txt" 2>&1
 status=0
-default_tests="test_cuda test_nn_ops test_nn_optim test_comm=*Nccl* test_resnet50=*Cuda* test_gpt3=*Cuda* test_bert=*Cuda* test_dlrm=*Cuda*"
+default_tests=""
+for f in tests/*/gpu_tests; do
+  area=$(basename "$(dirname "$f")")
+  default_tests+=" test_$area=$(grep -v '^#' "$f" | head -n 1)"
+done
 for entry in ${TESTS:-$default_tests}; do
   t=${entry%%=*}
   filter=${GTEST_FILTER:-}
