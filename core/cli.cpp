@@ -188,7 +188,7 @@ std::string option_help(const OptionSpec& o) {
 }
 
 PreParsed pre_parse(int argc, const char* const* argv) {
-  // A hand scan, not program_options: options not known yet (--bert.hidden-size 256) take values
+  // A hand scan, not program_options: options not known yet (--<plugin>.hidden-size 256) take values
   // that a tolerant parser would mistake for positional arguments.
   PreParsed out;
   int i = 1;
@@ -286,7 +286,7 @@ Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, 
   std::string shorthand_mode;
   if (vm.count("command")) s.command = vm["command"].as<std::string>();
   if (s.command == "ttt" || s.command == "train" || s.command == "infer" || s.command == "loader") {
-    shorthand_mode = s.command;  // `benchhost train resnet50 ...`
+    shorthand_mode = s.command;  // `benchhost train <plugin> ...`
     s.command = "run";
     if (!args.empty()) {
       if (vm.count("plugin") && vm["plugin"].as<std::string>() != args.front())

@@ -272,7 +272,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
   double wait_seconds = 0;
   LossScaleTally loss_scaling;
   PromotionTally promotions;
-  // The samples trained in the timed region (MLPerf's trained_samples, which gpt3's rules require
+  // The samples trained in the timed region (MLPerf's trained_samples, which some benchmarks' rules require
   // once), then run_stop with its status.
   auto log_run_stop = [&](const char* status) {
     bus.mllog("POINT_IN_TIME", "trained_samples", samples_trained);
@@ -479,7 +479,7 @@ void run_child_point(const Settings& s, const LoadedPlugin& p, EventBus& bus, in
   for (auto pos = launcher.find("{n}"); pos != std::string::npos; pos = launcher.find("{n}"))
     launcher.replace(pos, 3, std::to_string(n));
   // The child must find the very plugin this host loaded: its directory goes first, after the
-  // leading positional words (`train resnet50`), which the command line only accepts up front.
+  // leading positional words (`train <plugin>`), which the command line only accepts up front.
   std::string cmd = launcher + " " + shell_quote((executable_dir() / "benchhost").string());
   std::size_t first_option = 1;
   while (first_option < s.argv.size() && !s.argv[first_option].empty() && s.argv[first_option][0] != '-')

@@ -25,8 +25,8 @@ here because that package cannot be installed on a machine without network acces
   * the benchmark's own keys, as its plugin declares them, and how often each appears. These are
     checked in both divisions: a result that does not say which optimizer and hyperparameters it
     ran is not one a reader can compare, whatever the division;
-  * in the closed division also the values the rules fix (Adam's betas for gpt3, Adagrad's
-    epsilon for dlrm_dcnv2, the ResNet-50 tensor names, ...) and that an evaluation reached the
+  * in the closed division also the values the rules fix (an optimizer's constants, the names of
+    the initialised tensors, ...) and that an evaluation reached the
     benchmark's quality target; only a benchmark whose plugin declares closed-division rules may
     log the closed division. A scaled-down configuration (benchhost's mini configs) logs the
     open division, where the rules fix no values.

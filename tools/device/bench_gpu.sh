@@ -3,7 +3,7 @@
 # machine (device tool) from the repository root after tools/device/pack.sh here (carry
 # [".device"]); writes every raw output and a summary to $OUT (commit them under results/gpu/).
 #   bash tools/device/bench_gpu.sh
-#   WORKLOADS="resnet50 bert" bash tools/device/bench_gpu.sh     # some workloads only
+#   WORKLOADS="<workload> ..." bash tools/device/bench_gpu.sh   # some workloads only (file names in bench/)
 #   DEVICE=cpu ITERS=1 RN_BATCH=2 RN_SIZE=64 LM_BATCH=1 PYTHON=/usr/bin/python3 bash tools/device/bench_gpu.sh
 #                                                    # plumbing check here, no GPU (slow: full-size models)
 # Each workload's pairs live in its own file, tools/device/bench/<workload>.sh, sourced here in name
