@@ -53,6 +53,20 @@ TEST(PluginLoader, NewerAbiMinorIsRefusedNamingBothVersionsAndMissingSlotNamed) 
   EXPECT_NE(why.reason.find("train_step"), std::string::npos) << why.reason;
 }
 
+// Note [One SDK in the process]: a plugin on the host's libbenchhost_sdk shares it; one that brings
+// its own copy is refused with the reason; one without any SDK loads and is marked so.
+TEST(PluginLoader, APluginMustUseTheHostsSdkLibrary) {
+  BrokenPlugin why;
+  auto toy = load_plugin(bhtest::plugin_file("toy"), &why);
+  ASSERT_TRUE(toy) << why.reason;
+  EXPECT_TRUE(toy->shares_sdk);
+  ASSERT_FALSE(load_plugin(bhtest::broken_dir() / "own_sdk_copy.so", &why));
+  EXPECT_NE(why.reason.find("carries its own copy of the benchhost SDK"), std::string::npos) << why.reason;
+  auto bare = load_plugin(bhtest::plugin_file("no_sdk"), &why);
+  ASSERT_TRUE(bare) << why.reason;
+  EXPECT_FALSE(bare->shares_sdk);
+}
+
 TEST(PluginLoader, BrokenFilesAreListedAndOthersStillWork) {
   PluginRegistry reg;
   reg.discover({bhtest::broken_dir(), bhtest::plugin_dir()});

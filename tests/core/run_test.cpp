@@ -262,6 +262,12 @@ TEST(Executable, InfoAndPluginHelpShowPluginOptions) {
   EXPECT_NE(help.output.find("--toy.eval-every"), std::string::npos) << help.output;
 }
 
+// A plugin without the SDK library runs, and gets no communicator (its setup fails if it does).
+TEST(Executable, APluginWithoutTheSdkRunsWithoutACommunicator) {
+  auto p = bhtest::run_benchhost(dirs() + "--plugin no_sdk --mode train -b 2 -w 0 -i 3");
+  EXPECT_EQ(p.exit_code, kExitOk) << p.output;
+}
+
 TEST(Executable, UsageErrorsNameTheProblem) {
   auto p = bhtest::run_benchhost(dirs() + "--plugin toy --toy.learning-rate 3");
   EXPECT_EQ(p.exit_code, kExitUsage) << p.output;
