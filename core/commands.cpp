@@ -290,7 +290,13 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
       summary.interrupted = received_signal() != 0;
     }
     summary.exit_code = exit_code_for(bus.records(), summary.ttt, summary.interrupted);
+    if (!bus.write_failures().empty() && !summary.interrupted) summary.exit_code = kExitHostError;
     bus.finish(summary);
+    // Note [A report that cannot be written] (events.cpp): the runs went on; say what is missing.
+    if (!bus.write_failures().empty()) {
+      for (const auto& f : bus.write_failures()) std::fprintf(err, "benchhost: error: incomplete output: %s\n", f.c_str());
+      if (!summary.interrupted) summary.exit_code = kExitHostError;
+    }
     if (comm && comm->failed()) comm->abort(summary.exit_code == kExitOk ? kExitRunFailed : summary.exit_code);
     return summary.exit_code;
   } catch (const UsageError& e) {

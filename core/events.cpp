@@ -1,5 +1,8 @@
 #include "events.hpp"
 
+#include "benchhost/error.hpp"
+
+#include <cstdio>
 #include <cstring>
 
 namespace benchhost::host {
@@ -54,25 +57,50 @@ void EventBus::mllog(const std::string& event_type, const std::string& key, nloh
   forward_mllog(e);
 }
 
+// Note [A report that cannot be written]
+// A reporter that fails (a full disk, a file that may not be replaced) must not take the run down:
+// the measurement goes on, the other reporters keep writing, and the failure is said at once on
+// stderr and again at the end, where it makes the exit code 4 (commands.cpp). A reporter that
+// failed is still called: the JSON and CSV reports rewrite their whole file on every record, so a
+// later write can succeed once space is freed; only its first failure is reported.
+template <class F>
+void EventBus::deliver(std::size_t i, F&& f) {
+  try {
+    f(*reporters_[i]);
+  } catch (const std::exception& e) {
+    if (failed_[i]) return;
+    failed_[i] = true;
+    const auto* be = dynamic_cast<const Error*>(&e);
+    write_failures_.push_back(be ? be->message() : std::string(e.what()));
+    std::fprintf(stderr, "benchhost: error: %s (the run goes on)\n", write_failures_.back().c_str());
+  }
+}
+
+void EventBus::add(std::unique_ptr<Reporter> r) {
+  reporters_.push_back(std::move(r));
+  failed_.push_back(false);
+}
+
 void EventBus::forward_mllog(const MllogEvent& e) {
-  for (auto& r : reporters_) r->on_mllog(e);
+  for (std::size_t i = 0; i < reporters_.size(); ++i) deliver(i, [&](Reporter& r) { r.on_mllog(e); });
 }
 
 void EventBus::point_start(const PointStart& p) {
-  for (auto& r : reporters_) r->on_point_start(p);
+  for (std::size_t i = 0; i < reporters_.size(); ++i) deliver(i, [&](Reporter& r) { r.on_point_start(p); });
 }
 
 void EventBus::progress(const Progress& p) {
-  for (auto& r : reporters_) r->on_progress(p);
+  for (std::size_t i = 0; i < reporters_.size(); ++i) deliver(i, [&](Reporter& r) { r.on_progress(p); });
 }
 
-void EventBus::record(RunRecord r) {
-  records_.push_back(std::move(r));
-  for (auto& rep : reporters_) rep->on_record(records_.back(), records_);
+void EventBus::record(RunRecord rec) {
+  records_.push_back(std::move(rec));
+  for (std::size_t i = 0; i < reporters_.size(); ++i)
+    deliver(i, [&](Reporter& r) { r.on_record(records_.back(), records_); });
 }
 
 void EventBus::finish(const Summary& s) {
-  for (auto& r : reporters_) r->on_finish(records_, s);
+  for (std::size_t i = 0; i < reporters_.size(); ++i) deliver(i, [&](Reporter& r) { r.on_finish(records_, s); });
 }
 
 }  // namespace benchhost::host

@@ -128,7 +128,7 @@ class Reporter {
 /// Fan-out of events to reporters. Only rank 0 gets reporters (see main.cpp).
 class EventBus {
  public:
-  void add(std::unique_ptr<Reporter> r) { reporters_.push_back(std::move(r)); }
+  void add(std::unique_ptr<Reporter> r);
   void mllog(const std::string& event_type, const std::string& key, nlohmann::ordered_json value,
              nlohmann::ordered_json metadata = nlohmann::ordered_json::object(),
              std::source_location loc = std::source_location::current());
@@ -140,10 +140,17 @@ class EventBus {
   void finish(const Summary& s);
   const std::vector<RunRecord>& records() const { return records_; }
   void set_run_index(int i) { run_index_ = i; }
+  /// Note [A report that cannot be written]: what reporters failed to write, one message each
+  /// (the first failure of each reporter), in order. The run went on regardless.
+  const std::vector<std::string>& write_failures() const { return write_failures_; }
 
  private:
+  template <class F>
+  void deliver(std::size_t reporter, F&& f);
   std::vector<std::unique_ptr<Reporter>> reporters_;
+  std::vector<bool> failed_;  ///< per reporter: it has failed once (reported once)
   std::vector<RunRecord> records_;
+  std::vector<std::string> write_failures_;
   int run_index_ = 0;
 };
 

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -18,35 +20,54 @@ namespace benchhost::host {
 namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 
+// Note [Writing report files]
+// A report replaces its file whole (rename of a temporary in the same directory), so a reader never
+// sees half a report and a crash leaves the previous one. The target must be a regular file or not
+// exist: renaming over a device node, a directory or a symlink would replace the node or the link
+// itself (as root, -o /dev/full turned the device into a file), so those are refused. The temporary
+// is created by mkostemp (O_CREAT|O_EXCL: never through a planted symlink, never an existing file).
+// Every write, the fsync and the close are checked: a full disk usually shows at one of them.
 void write_file_atomically(const fs::path& path, const std::string& content) {
   fs::path dir = path.parent_path();
   if (!dir.empty()) {
     std::error_code ec;
     fs::create_directories(dir, ec);
   }
-  const fs::path tmp = path.string() + fmt::format(".tmp.{}", ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) BH_THROW(Error, "cannot write {}: {}", tmp.string(), std::strerror(errno));
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    BH_THROW(Error, "refusing to write {}: it exists and is not a regular file ({}); name a new or regular file",
+             path.string(), S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory" : "a device, "
+             "FIFO or socket");
+  std::string tmp = path.string() + ".tmp.XXXXXX";
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) BH_THROW(Error, "cannot write {}: cannot create a temporary file beside it: {}", path.string(), std::strerror(errno));
+  auto fail = [&](const char* what, int e) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    BH_THROW(Error, "cannot write {}: {} failed: {}", path.string(), what, std::strerror(e));
+  };
+  ::fchmod(fd, 0644);  // mkostemp creates 0600; a report is for others to read
   const char* p = content.data();
   std::size_t left = content.size();
   while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
+    const ssize_t n = ::write(fd, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      BH_THROW(Error, "cannot write {}: {}", tmp.string(), std::strerror(e));
+      fail("write", errno);
     }
     p += n;
     left -= static_cast<std::size_t>(n);
   }
-  ::fsync(fd);
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
+  if (::fsync(fd) != 0 && errno != EINVAL) fail("fsync", errno);
+  if (::close(fd) != 0) {
+    const int e = errno;
     ::unlink(tmp.c_str());
-    BH_THROW(Error, "cannot rename {} to {}: {}", tmp.string(), path.string(), std::strerror(e));
+    BH_THROW(Error, "cannot write {}: close failed: {}", path.string(), std::strerror(e));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    BH_THROW(Error, "cannot rename {} to {}: {}", tmp, path.string(), std::strerror(e));
   }
 }
 
@@ -329,18 +350,33 @@ fs::path MllogReporter::path_for_run(const fs::path& base, int run, int runs) {
 
 void MllogReporter::on_mllog(const MllogEvent& e) {
   if (e.run_index != open_run_) {
-    out_.close();
-    const fs::path p = path_for_run(path_, e.run_index, runs_);
-    if (!p.parent_path().empty()) {
+    if (out_) std::fclose(out_);
+    out_ = nullptr;
+    open_file_ = path_for_run(path_, e.run_index, runs_);
+    if (!open_file_.parent_path().empty()) {
       std::error_code ec;
-      fs::create_directories(p.parent_path(), ec);
+      fs::create_directories(open_file_.parent_path(), ec);
     }
-    out_.open(p, std::ios::out | std::ios::trunc);
-    if (!out_) BH_THROW(Error, "cannot write MLLOG file {}", p.string());
+    out_ = std::fopen(open_file_.c_str(), "we");
+    if (!out_) BH_THROW(Error, "cannot write MLLOG file {}: {}", open_file_.string(), std::strerror(errno));
     open_run_ = e.run_index;
   }
-  out_ << format_mllog_line(e) << '\n';
-  out_.flush();
+  // One line at a time, flushed, so a crash keeps every line logged so far; a failed write (a full
+  // disk) is an error naming the file, not a silently truncated log.
+  // A line that fails half-way is cut off again, so the file stays a sequence of whole lines.
+  const std::string line = format_mllog_line(e) + "\n";
+  const long before = std::ftell(out_);
+  if (std::fwrite(line.data(), 1, line.size(), out_) != line.size() || std::fflush(out_) != 0) {
+    const int err = errno;
+    std::clearerr(out_);
+    if (before >= 0 && ::ftruncate(::fileno(out_), before) == 0) std::fseek(out_, before, SEEK_SET);
+    BH_THROW(Error, "cannot write MLLOG file {}: {}; the file is incomplete from key '{}' on", open_file_.string(),
+             std::strerror(err), e.key);
+  }
+}
+
+MllogReporter::~MllogReporter() {
+  if (out_) std::fclose(out_);
 }
 
 // ---- console -------------------------------------------------------------------------------------

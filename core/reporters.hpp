@@ -67,6 +67,9 @@ class CsvReporter : public Reporter {
 class MllogReporter : public Reporter {
  public:
   MllogReporter(std::filesystem::path path, int runs) : path_(std::move(path)), runs_(runs) {}
+  ~MllogReporter() override;
+  MllogReporter(const MllogReporter&) = delete;
+  MllogReporter& operator=(const MllogReporter&) = delete;
   void on_mllog(const MllogEvent& e) override;
   static std::filesystem::path path_for_run(const std::filesystem::path& base, int run, int runs);
 
@@ -74,7 +77,8 @@ class MllogReporter : public Reporter {
   std::filesystem::path path_;
   int runs_;
   int open_run_ = -1;
-  std::ofstream out_;
+  std::filesystem::path open_file_;
+  std::FILE* out_ = nullptr;
 };
 
 /// Human output: a line per finished record, a live progress line when stdout is a terminal and a

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -470,9 +471,18 @@ std::string shell_quote(const std::string& a) {
 void run_child_point(const Settings& s, const LoadedPlugin& p, EventBus& bus, int n) {
   namespace fs = std::filesystem;
   RunRecord failed = base_record(s, p, "train", s.batch_sizes.empty() ? 0 : s.batch_sizes.front(), n);
-  const fs::path dir = fs::temp_directory_path() / fmt::format("benchhost_sweep_{}_n{}", ::getpid(), n);
+  // A private directory (mkdtemp: new, 0700, ours): a predictable name in a shared /tmp could be
+  // planted beforehand with links for the child's report and log to write through.
+  std::string dir_template = (fs::temp_directory_path() / fmt::format("benchhost_sweep_n{}_XXXXXX", n)).string();
+  if (::mkdtemp(dir_template.data()) == nullptr) {
+    failed.status = RunStatus::failed;
+    failed.message = fmt::format("cannot create a private directory for the -n {} child job in {}: {}", n,
+                                 fs::temp_directory_path().string(), std::strerror(errno));
+    bus.record(std::move(failed));
+    return;
+  }
+  const fs::path dir = dir_template;
   std::error_code ec;
-  fs::create_directories(dir, ec);
   const fs::path report = dir / "report.json", log = dir / "child.log";
   std::string launcher = s.launcher;
   if (launcher.empty()) launcher = std::string("mpirun") + (::geteuid() == 0 ? " --allow-run-as-root" : "") + " --oversubscribe -np {n}";
@@ -764,6 +774,9 @@ void install_signal_handlers() {
   sa.sa_flags = 0;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // A file-size limit (ulimit -f) makes a write fail with EFBIG, reported like a full disk
+  // (Note [A report that cannot be written]), instead of killing the host with SIGXFSZ.
+  std::signal(SIGXFSZ, SIG_IGN);
 }
 
 int received_signal() { return g_signal; }

@@ -22,9 +22,9 @@ struct Process {
   std::string output;  // stdout and stderr together
 };
 
-/// Run the real benchhost executable with `args` (shell-quoted by the caller when needed).
-inline Process run_benchhost(const std::string& args) {
-  const std::string cmd = std::string("'") + BENCHHOST_EXECUTABLE + "' " + args + " 2>&1";
+/// Run a shell command line, stdout and stderr together.
+inline Process run_command(const std::string& command) {
+  const std::string cmd = command + " 2>&1";
   Process p;
   FILE* f = ::popen(cmd.c_str(), "r");
   if (!f) return p;
@@ -34,6 +34,11 @@ inline Process run_benchhost(const std::string& args) {
   int status = ::pclose(f);
   p.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return p;
+}
+
+/// Run the real benchhost executable with `args` (shell-quoted by the caller when needed).
+inline Process run_benchhost(const std::string& args) {
+  return run_command(std::string("'") + BENCHHOST_EXECUTABLE + "' " + args);
 }
 
 /// A fresh directory under the system temp dir, removed on destruction.
