@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -33,7 +34,7 @@ po::options_description run_options() {
       ("warmup,w", po::value<std::int64_t>()->value_name("STEPS"), "untimed warm-up steps per sweep point (default 5)")
       ("iterations,i", po::value<std::int64_t>()->value_name("STEPS"), "timed steps per sweep point (default 50)")
       ("runs", po::value<int>()->value_name("N"), "time-to-train runs, each with its own seed (default 1)")
-      ("seed", po::value<std::uint64_t>()->value_name("S"), "base seed; run r uses a seed derived from it (default 1)")
+      ("seed", po::value<std::string>()->value_name("S"), "base seed; run r uses a seed derived from it (default 1)")
       ("threads", po::value<int>()->value_name("N"), "CPU threads for the workload (default: all)")
       ("synthetic", po::value<bool>()->implicit_value(true)->value_name("BOOL"),
        "use the workload's synthetic data source (same shapes, no storage)")
@@ -128,15 +129,20 @@ bool parse_full(const std::string& s, T& v) {
   return ec == std::errc() && p == s.data() + s.size();
 }
 
+// The comma-separated items of each part; an empty item ("8,,16", "8,") is kept as "" so that the
+// caller refuses it instead of silently reading "8,16".
 std::vector<std::string> split_commas(const std::vector<std::string>& parts) {
   std::vector<std::string> out;
   for (const auto& p : parts) {
-    std::stringstream ss(p);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
+    std::size_t start = 0;
+    while (true) {
+      const std::size_t comma = p.find(',', start);
+      std::string item = p.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
       item.erase(0, item.find_first_not_of(' '));
       item.erase(item.find_last_not_of(' ') + 1);
-      if (!item.empty()) out.push_back(item);
+      out.push_back(item);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
     }
   }
   return out;
@@ -147,6 +153,7 @@ std::vector<T> positive_list(const std::vector<std::string>& parts, const char* 
   std::vector<T> out;
   for (const auto& s : split_commas(parts)) {
     T v{};
+    if (s.empty()) BH_USAGE("option --{}: an empty element in '{}' (expected e.g. --{} 32,64)", option, fmt::join(parts, " "), option);
     if (!parse_full(s, v) || v <= 0)
       BH_USAGE("option --{}: '{}' is not a positive integer (expected e.g. --{} 32,64)", option, s, option);
     out.push_back(v);
@@ -178,7 +185,14 @@ std::string nearest(const std::string& word, const std::vector<std::string>& can
   }
   // Close enough to be a typo: at most a third of the word (at least 2 edits) away.
   const std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
-  return best_d <= limit ? best : std::string();
+  if (best_d <= limit) return best;
+  // Or the start of a longer name (`dlrm` for `dlrm_dcnv2`): the shortest such.
+  best.clear();
+  if (word.size() >= 3)
+    for (const auto& c : candidates)
+      if (c.size() > word.size() && c.compare(0, word.size(), word) == 0 && (best.empty() || c.size() < best.size()))
+        best = c;
+  return best;
 }
 
 std::string option_help(const OptionSpec& o) {
@@ -358,7 +372,11 @@ Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, 
   if (vm.count("warmup")) s.warmup = vm["warmup"].as<std::int64_t>();
   if (vm.count("iterations")) s.iterations = vm["iterations"].as<std::int64_t>();
   if (vm.count("runs")) s.runs = vm["runs"].as<int>();
-  if (vm.count("seed")) s.seed = vm["seed"].as<std::uint64_t>();
+  if (vm.count("seed")) {
+    // Digits only: program_options would read "-1" as 2^64 - 1 without a word.
+    const std::string seed = vm["seed"].as<std::string>();
+    if (!parse_full(seed, s.seed)) BH_USAGE("option --seed: '{}' is not an integer in [0, 2^64)", seed);
+  }
   if (vm.count("threads")) {
     s.threads = vm["threads"].as<int>();
     s.threads_given = true;
@@ -389,9 +407,28 @@ Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, 
   if (s.comm_timeout_seconds <= 0) BH_USAGE("option --comm-timeout: {} must be positive", s.comm_timeout_seconds);
   if (s.comm_backend != "auto" && s.comm_backend != "single" && s.comm_backend != "mpi" && s.comm_backend != "nccl")
     BH_USAGE("option --comm-backend: '{}' is not one of auto, single, mpi, nccl", s.comm_backend);
-  if (s.timeout_seconds < 0) BH_USAGE("option --timeout: {} is negative", s.timeout_seconds);
+  if (!std::isfinite(s.timeout_seconds) || s.timeout_seconds < 0)
+    BH_USAGE("option --timeout: {} is not a number of seconds >= 0 (0 = no limit)", s.timeout_seconds);
+  if (!std::isfinite(s.comm_timeout_seconds)) BH_USAGE("option --comm-timeout: {} is not a number of seconds", s.comm_timeout_seconds);
+  if (vm.count("peak-tflops") && !(std::isfinite(s.peak_tflops) && s.peak_tflops > 0))
+    BH_USAGE("option --peak-tflops: {} is not a positive number of TFLOP/s", s.peak_tflops);
   if (s.threads < 0) BH_USAGE("option --threads: {} is negative", s.threads);
+  // Far more threads than the machine has exhausts the process (run_main warns about fewer).
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (s.threads > 64 * hardware)
+    BH_USAGE("option --threads: {} is more than 64 times this machine's {} hardware threads", s.threads, hardware);
   if (s.threads == 0) s.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  {
+    // Two reports in one file would overwrite each other: one of them would be lost.
+    const std::vector<std::pair<const char*, const std::string*>> outputs{
+        {"--output", &s.output}, {"--csv", &s.csv}, {"--mllog", &s.mllog}};
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+      for (std::size_t j = i + 1; j < outputs.size(); ++j)
+        if (!outputs[i].second->empty() && !outputs[j].second->empty() &&
+            fs::weakly_canonical(fs::absolute(*outputs[i].second)) == fs::weakly_canonical(fs::absolute(*outputs[j].second)))
+          BH_USAGE("options {} and {} name the same file '{}': each report needs its own", outputs[i].first,
+                   outputs[j].first, *outputs[i].second);
+  }
   if (!s.submission_status.empty()) {
     static const std::vector<std::string> st{"onprem", "cloud", "preview", "research"};
     if (std::find(st.begin(), st.end(), s.submission_status) == st.end())

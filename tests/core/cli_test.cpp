@@ -163,3 +163,24 @@ TEST(Cli, ModeShorthandCommand) {
   EXPECT_EQ(s.batch_sizes, (std::vector<std::int64_t>{4}));
   EXPECT_NE(usage_error({"train", "toy", "--mode", "infer"}).find("mode given twice"), std::string::npos);
 }
+
+// Values that used to be taken in silence (hardening): each is refused naming the option.
+TEST(Cli, ValuesThatWereTakenSilentlyAreRefused) {
+  EXPECT_NE(usage_error({"--plugin", "toy", "--seed", "-1"}).find("option --seed: '-1' is not an integer"), std::string::npos);
+  EXPECT_EQ(parse({"--plugin", "toy", "--seed", "18446744073709551615"}).seed, 18446744073709551615ull);
+  EXPECT_NE(usage_error({"--plugin", "toy", "-b", "8,,16"}).find("an empty element in '8,,16'"), std::string::npos);
+  EXPECT_NE(usage_error({"--plugin", "toy", "-b", "8,"}).find("an empty element"), std::string::npos);
+  EXPECT_NE(usage_error({"--plugin", "toy", "--timeout", "nan"}).find("option --timeout: nan"), std::string::npos);
+  EXPECT_NE(usage_error({"--plugin", "toy", "--peak-tflops", "inf"}).find("option --peak-tflops"), std::string::npos);
+  EXPECT_NE(usage_error({"--plugin", "toy", "--threads", "100000"}).find("option --threads: 100000"), std::string::npos);
+  EXPECT_NE(usage_error({"--plugin", "toy", "-o", "r.json", "--csv", "./r.json"}).find("name the same file"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"--plugin", "toy", "--csv", "a/../r.csv", "--mllog", "r.csv"}).find("--csv and --mllog"),
+            std::string::npos);
+}
+
+TEST(Cli, SuggestsALongerNameThatStartsWithTheWord) {
+  EXPECT_EQ(nearest("dlrm", {"bert", "dlrm_dcnv2", "gpt3"}), "dlrm_dcnv2");
+  EXPECT_EQ(nearest("gp", {"bert", "gpt3"}), "gpt3") << "within the typo distance";
+  EXPECT_EQ(nearest("xyzzy", {"bert", "dlrm_dcnv2"}), "");
+}
