@@ -84,84 +84,16 @@ struct MultiHotDay::Mapping {
 
 namespace {
 
-std::uint64_t le(const std::uint8_t* p, int n) {
-  std::uint64_t v = 0;
-  for (int i = n - 1; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-
-struct ZipMember {
-  std::string name;
-  std::uint64_t data_offset = 0;  // of the member's bytes (its .npy image)
-  std::uint64_t size = 0;
-};
-
-// The members of a zip archive, from its central directory (zip64 aware). Only stored members
-// can be mapped; a compressed one is a DataError that says how to fix the file.
-std::vector<ZipMember> zip_members(std::span<const std::uint8_t> z, const std::string& path) {
-  auto fail = [&](const std::string& why) -> void {
-    BH_THROW(DataError, "{} is not a readable .npz (zip) archive: {}", path, why);
-  };
-  if (z.size() < 22) fail("shorter than an end-of-central-directory record (truncated?)");
-  // End of central directory: last 22 bytes + up to 64 KiB of comment.
-  std::size_t eocd = std::string::npos;
-  const std::size_t lowest = z.size() > 22 + 65535 ? z.size() - 22 - 65535 : 0;
-  for (std::size_t i = z.size() - 22 + 1; i-- > lowest;)
-    if (le(&z[i], 4) == 0x06054b50u) {
-      eocd = i;
-      break;
-    }
-  if (eocd == std::string::npos) fail("no end-of-central-directory record (truncated?)");
-  std::uint64_t entries = le(&z[eocd + 10], 2);
-  std::uint64_t cd_size = le(&z[eocd + 12], 4);
-  std::uint64_t cd_offset = le(&z[eocd + 16], 4);
-  if (entries == 0xFFFF || cd_offset == 0xFFFFFFFFu || cd_size == 0xFFFFFFFFu) {
-    if (eocd < 20 || le(&z[eocd - 20], 4) != 0x07064b50u) fail("zip64 locator missing");
-    const std::uint64_t z64 = le(&z[eocd - 20 + 8], 8);
-    if (z64 + 56 > z.size() || le(&z[z64], 4) != 0x06064b50u) fail("bad zip64 end record");
-    entries = le(&z[z64 + 32], 8);
-    cd_size = le(&z[z64 + 40], 8);
-    cd_offset = le(&z[z64 + 48], 8);
-  }
-  if (cd_offset + cd_size > z.size()) fail("central directory lies past the end (truncated?)");
-  std::vector<ZipMember> out;
-  std::uint64_t p = cd_offset;
-  for (std::uint64_t e = 0; e < entries; ++e) {
-    if (p + 46 > z.size() || le(&z[p], 4) != 0x02014b50u) fail("bad central directory entry");
-    const auto method = le(&z[p + 10], 2);
-    std::uint64_t csize = le(&z[p + 20], 4), usize = le(&z[p + 24], 4);
-    const auto name_len = le(&z[p + 28], 2), extra_len = le(&z[p + 30], 2),
-               comment_len = le(&z[p + 32], 2);
-    std::uint64_t local = le(&z[p + 42], 4);
-    if (p + 46 + name_len + extra_len > z.size()) fail("central directory entry past the end");
-    ZipMember m;
-    m.name.assign(reinterpret_cast<const char*>(&z[p + 46]), name_len);
-    // zip64 extra field: the 8-byte values present are those whose 32-bit field is saturated.
-    for (std::uint64_t x = p + 46 + name_len; x + 4 <= p + 46 + name_len + extra_len;) {
-      const auto id = le(&z[x], 2), len = le(&z[x + 2], 2);
-      if (id == 0x0001) {
-        std::uint64_t q = x + 4;
-        if (usize == 0xFFFFFFFFu) usize = le(&z[q], 8), q += 8;
-        if (csize == 0xFFFFFFFFu) csize = le(&z[q], 8), q += 8;
-        if (local == 0xFFFFFFFFu) local = le(&z[q], 8);
-      }
-      x += 4 + len;
-    }
-    if (method != 0)
+// The members of the sparse .npz, located in place by the SDK's zip reader (every offset checked).
+// Only stored members can be mapped; a compressed one is a DataError that says how to fix the file.
+std::vector<data::NpzMember> stored_members(std::span<const std::uint8_t> z, const std::string& path) {
+  std::vector<data::NpzMember> members = data::npz_members(z, path);
+  for (const auto& m : members)
+    if (m.method != 0)
       BH_THROW(DataError, "{}: member {} is compressed (zip method {}); the multi-hot layout must "
                           "be written with numpy.savez (stored), not savez_compressed, so it can "
-                          "be memory-mapped", path, m.name, method);
-    if (local + 30 > z.size() || le(&z[local], 4) != 0x04034b50u)
-      fail(fmt::format("bad local header for member {}", m.name));
-    m.data_offset = local + 30 + le(&z[local + 26], 2) + le(&z[local + 28], 2);
-    m.size = usize;
-    if (m.data_offset + m.size > z.size())
-      BH_THROW(DataError, "{}: member {} ({} bytes) runs past the end of the file ({} bytes): the "
-                          "file is truncated", path, m.name, m.size, z.size());
-    out.push_back(std::move(m));
-    p += 46 + name_len + extra_len + comment_len;
-  }
-  return out;
+                          "be memory-mapped", path, m.name, m.method);
+  return members;
 }
 
 }  // namespace
@@ -190,7 +122,7 @@ MultiHotDay::MultiHotDay(const std::string& dir, int day) {
   // Sparse multi-hot members "0" .. "25".
   maps_.push_back(std::make_unique<Mapping>(f.sparse));
   const Mapping& z = *maps_.back();
-  const auto members = zip_members(z.span(), f.sparse);
+  const auto members = stored_members(z.span(), f.sparse);
   sparse_.assign(kNumSparse, nullptr);
   hotness_.assign(kNumSparse, 0);
   for (const auto& m : members) {

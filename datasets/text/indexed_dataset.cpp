@@ -143,15 +143,29 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   std::memcpy(doc_index_.data(), p + kHeaderBytes + seqs * 12, docs * 8);
 
   bin_ = std::make_unique<Map>(bin_path);
+  // Megatron writes the sequences back to back: each starts where the previous one ends and the
+  // data file ends with the last. Checked in that form (no sum that can overflow), a pointer near
+  // 2^63 is refused, and so is an index whose dtype code was changed (its byte counts no longer
+  // add up to the data file).
   const auto bin_bytes = static_cast<std::int64_t>(bin_->bytes);
+  const auto item = static_cast<std::int64_t>(item_size_);
+  std::int64_t expected_ptr = 0;
   for (std::size_t i = 0; i < seqs; ++i) {
     const std::int64_t len = lengths_[i], ptr = pointers_[i];
-    BH_CHECK_AS(DataError, len >= 0 && ptr >= 0 && ptr % static_cast<std::int64_t>(item_size_) == 0 &&
-                               ptr + len * static_cast<std::int64_t>(item_size_) <= bin_bytes,
-                "'{}' is truncated or '{}' is corrupt: sequence {} ({} tokens at byte {}) ends past the "
-                "{}-byte data file", bin_path, idx_path, i, len, ptr, bin_bytes);
+    BH_CHECK_AS(DataError, len >= 0 && ptr >= 0 && ptr <= bin_bytes && len <= (bin_bytes - ptr) / item,
+                "'{}' is truncated or '{}' is corrupt: sequence {} ({} tokens of {} bytes at byte {}) ends past the "
+                "{}-byte data file", bin_path, idx_path, i, len, item, ptr, bin_bytes);
+    BH_CHECK_AS(DataError, ptr == expected_ptr,
+                "'{}' is corrupt: sequence {} starts at byte {}, not where sequence {} ends ({}); the index does "
+                "not describe '{}' (is its dtype code {} right?)", idx_path, i, ptr, i - 1, expected_ptr, bin_path,
+                dtype_code_);
+    expected_ptr = ptr + len * item;
     total_tokens_ += len;
   }
+  BH_CHECK_AS(DataError, expected_ptr == bin_bytes,
+              "'{}' has {} bytes but '{}' describes {} bytes of {}-byte tokens: the index and data file do not "
+              "belong together (or the index's dtype code {} is wrong)", bin_path, bin_bytes, idx_path, expected_ptr,
+              item, dtype_code_);
   BH_CHECK_AS(DataError, doc_index_.front() == 0 && doc_index_.back() == static_cast<std::int64_t>(seqs),
               "'{}' is corrupt: document indices must run from 0 to the sequence count {}", idx_path, seqs);
   for (std::size_t d = 1; d < docs; ++d)

@@ -198,4 +198,21 @@ TEST(Npz, Zip64DirectoryIsUnderstood) {
   bad[z64_offset + 48 + 4] = 0x7f;
   bh_data_test::write_bytes(dir.file("bad64.npz"), bad);
   EXPECT_DATA_ERROR(read_npz(dir.file("bad64.npz")), "central directory");
+
+  // npz_members (what a reader that maps members in place uses) locates the member inside the file.
+  const auto members = npz_members(z, "z64.npz");
+  ASSERT_EQ(members.size(), 1u);
+  EXPECT_EQ(members[0].name, "big.npy");
+  EXPECT_EQ(members[0].size, member.size());
+  EXPECT_TRUE(std::equal(member.begin(), member.end(), z.begin() + static_cast<std::ptrdiff_t>(members[0].data_offset)));
+  // Crafted values near 2^64 in every 64-bit field (what crashed the Criteo reader's own zip
+  // parser): each is a DataError, never a read outside the file.
+  const std::size_t local_in_extra = cd_offset + 46 + name.size() + 4 + 16;
+  for (const std::size_t at : {z64_offset + 48, z64_offset + 40, z64_offset + 32, local_in_extra,
+                               local_in_extra - 8, local_in_extra - 16, z.size() - 22 - 20 + 8}) {
+    auto crafted = z;
+    const std::uint64_t near_max = ~std::uint64_t{0} - 40;
+    std::memcpy(crafted.data() + at, &near_max, 8);
+    EXPECT_THROW(npz_members(crafted, "crafted.npz"), DataError) << "64-bit field at byte " << at;
+  }
 }

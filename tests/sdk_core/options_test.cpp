@@ -102,6 +102,8 @@ TEST(Options, AllowedValuesInWords) {
   EXPECT_EQ(allowed_values(float_option("x", 0.5, "").above(0).below(1)), "a number in (0, 1)");
   EXPECT_EQ(allowed_values(int_list_option("t", {1}, "").at_least(1).items(26, 26)),
             "a comma-separated list of 26 integers >= 1");
+  EXPECT_EQ(allowed_values(int_list_option("m", {1}, "").at_least(1).items(1, 0)),
+            "a comma-separated list of one or more integers >= 1");
   EXPECT_EQ(allowed_values(string_option("s", "", "")), "any text");
 }
 

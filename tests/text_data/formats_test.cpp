@@ -238,6 +238,13 @@ TEST(IndexedDataset, RejectsTruncatedAndCorruptPairs) {
   const std::int64_t far = 1 << 20;
   std::memcpy(ptr.data() + 34 + 5 * 4 + 8, &far, 8);  // pointer of sequence 1
   expect_bad("pointer", ptr, bin);
+  std::string overflow = idx;  // ptr + len * item_size overflowed the old bound check
+  const std::int64_t near_max = INT64_MAX - 50;
+  std::memcpy(overflow.data() + 34 + 5 * 4 + 8, &near_max, 8);
+  expect_bad("pointer_near_int64_max", overflow, bin);
+  std::string narrower = idx;  // uint16 tokens relabelled uint8: the byte counts no longer add up
+  narrower[17] = 1;
+  expect_bad("dtype_uint8", narrower, bin);
   std::string docs = idx;
   const std::int64_t back = 9;
   std::memcpy(docs.data() + 34 + 5 * 12 + 8 * 5, &back, 8);  // last document index != sequence count

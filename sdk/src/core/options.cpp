@@ -187,11 +187,14 @@ std::string allowed_values(const OptionSpec& s) {
     count = fmt::format("{} ", s.min_items);
   else if (s.min_items > 0 && s.max_items > 0)
     count = fmt::format("{} to {} ", s.min_items, s.max_items);
+  else if (s.min_items == 1)
+    count = "one or more ";
   else if (s.min_items > 0)
     count = fmt::format("at least {} ", s.min_items);
   else if (s.max_items > 0)
     count = fmt::format("at most {} ", s.max_items);
-  return fmt::format("a comma-separated list of {}{}s{}", count, element, bounds_text(s));
+  const bool one = s.min_items == 1 && s.max_items == 1;
+  return fmt::format("a comma-separated list of {}{}{}{}", count, element, one ? "" : "s", bounds_text(s));
 }
 
 std::string option_value_problem(const OptionSpec& s, const std::string& value) {

@@ -354,7 +354,9 @@ std::vector<ZipEntry> read_central_directory(std::span<const std::uint8_t> z, co
   return out;
 }
 
-std::vector<std::uint8_t> extract(std::span<const std::uint8_t> z, const ZipEntry& e, const std::string& path) {
+// Where an entry's bytes lie, checked against the archive. Every sum below is of values already
+// bounded by the archive size, so none can overflow.
+std::uint64_t entry_data_start(std::span<const std::uint8_t> z, const ZipEntry& e, const std::string& path) {
   const std::size_t n = z.size();
   if (e.flags & 1) BH_THROW(DataError, "{}: member '{}' is encrypted", path, e.name);
   if (e.local_offset > n || n - e.local_offset < 30 || rd32(z.data() + e.local_offset) != kLocalSig)
@@ -364,6 +366,11 @@ std::vector<std::uint8_t> extract(std::span<const std::uint8_t> z, const ZipEntr
   if (data_start > n || e.comp_size > n - data_start)
     BH_THROW(DataError, "{}: member '{}': {} compressed bytes at offset {} run past the end of the {}-byte "
              "archive (truncated?)", path, e.name, e.comp_size, data_start, n);
+  return data_start;
+}
+
+std::vector<std::uint8_t> extract(std::span<const std::uint8_t> z, const ZipEntry& e, const std::string& path) {
+  const std::uint64_t data_start = entry_data_start(z, e, path);
   const std::uint8_t* src = z.data() + data_start;
   std::vector<std::uint8_t> out;
   if (e.method == 0) {
@@ -417,6 +424,24 @@ void put16(std::vector<std::uint8_t>& v, std::uint32_t x) { v.push_back(x & 0xff
 void put32(std::vector<std::uint8_t>& v, std::uint32_t x) { put16(v, x & 0xffff); put16(v, x >> 16); }
 
 }  // namespace
+
+std::vector<NpzMember> npz_members(std::span<const std::uint8_t> archive, const std::string& path) {
+  std::vector<NpzMember> out;
+  for (const ZipEntry& e : read_central_directory(archive, path)) {
+    if (!e.name.empty() && e.name.back() == '/') continue;  // directory entry
+    NpzMember m;
+    m.name = e.name;
+    m.method = e.method;
+    m.crc = e.crc;
+    m.data_offset = entry_data_start(archive, e, path);
+    m.stored_bytes = e.comp_size;
+    m.size = e.uncomp_size;
+    if (m.method == 0 && m.size != m.stored_bytes)
+      BH_THROW(DataError, "{}: stored member '{}' has sizes {} and {}", path, m.name, m.stored_bytes, m.size);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
 
 std::vector<std::pair<std::string, Tensor>> read_npz(const std::string& path) {
   const auto z = read_file(path);

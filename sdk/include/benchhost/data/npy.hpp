@@ -51,6 +51,23 @@ std::vector<std::uint8_t> encode_npy(const Tensor& t);
 /// Write a .npy file. Throws DataError naming the file when it cannot be written.
 void write_npy(const std::string& path, const Tensor& t);
 
+/// A member of a .npz (zip) image, located in place.
+struct NpzMember {
+  std::string name;                ///< as stored (with its ".npy" suffix)
+  std::uint16_t method = 0;        ///< 0 stored, 8 deflated
+  std::uint32_t crc = 0;           ///< CRC-32 of the uncompressed bytes
+  std::uint64_t data_offset = 0;   ///< of the member's (possibly compressed) bytes in the archive
+  std::uint64_t stored_bytes = 0;  ///< bytes in the archive from data_offset
+  std::uint64_t size = 0;          ///< uncompressed bytes (== stored_bytes for a stored member)
+};
+
+/// The members of a .npz image in memory, in central-directory order (Note [Reading zip
+/// archives], npy.cpp): zip64 understood, every offset and size checked against the image without
+/// overflow, so [data_offset, data_offset + stored_bytes) always lies inside `archive`. Encrypted
+/// and multi-disk archives are refused. For a stored member the bytes there are its .npy image,
+/// which a reader can memory-map. Throws DataError naming `path`.
+std::vector<NpzMember> npz_members(std::span<const std::uint8_t> archive, const std::string& path);
+
 /// Read every member of a .npz archive, in central-directory order.
 /// Throws DataError naming the archive and member.
 std::vector<std::pair<std::string, Tensor>> read_npz(const std::string& path);
