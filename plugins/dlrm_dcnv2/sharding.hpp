@@ -45,6 +45,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "benchhost/comm/communicator.hpp"
@@ -92,6 +93,12 @@ class TableShardedEmbeddings final : public ShardedEmbeddings {
   const std::vector<int>& owner() const { return owner_; }
 
  private:
+  // The steps of forward (Note [Table-wise sharding]), on the batch sizes of the last forward.
+  benchhost::Tensor ids_to_owners(const std::vector<benchhost::Tensor>& sparse);
+  std::vector<benchhost::Tensor> pool_owned_tables(const benchhost::Tensor& received_ids);
+  std::vector<benchhost::Tensor> pooled_to_ranks(const std::vector<benchhost::Tensor>& pooled);
+  std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> pooled_counts() const;
+
   DlrmDcnV2& model_;
   benchhost::Communicator& comm_;
   std::vector<int> owner_;
@@ -109,6 +116,14 @@ class RowShardedEmbeddings final : public ShardedEmbeddings {
   void backward(const std::vector<benchhost::Tensor>& dpooled) override;
 
  private:
+  // The steps of forward (Note [Row-wise sharding]), on the batch sizes of the last forward.
+  // Pairs: per holder rank, per feature, (row - first row held, global sample) flattened.
+  using HolderPairs = std::vector<std::vector<std::vector<std::int64_t>>>;
+  HolderPairs pairs_by_holder(const std::vector<benchhost::Tensor>& sparse) const;
+  benchhost::Tensor pairs_to_holders(const HolderPairs& pairs, std::vector<std::int64_t>& counts);
+  std::vector<benchhost::Tensor> partial_sums(const benchhost::Tensor& pairs, const std::vector<std::int64_t>& counts);
+  std::vector<benchhost::Tensor> add_partial_sums(const std::vector<benchhost::Tensor>& partial);
+
   DlrmDcnV2& model_;
   benchhost::Communicator& comm_;
   std::vector<std::vector<RowRange>> ranges_;  // per rank, per feature
