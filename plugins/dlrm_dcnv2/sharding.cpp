@@ -1,5 +1,6 @@
-// Sharded embeddings: placement and the three all-to-alls of Note [Table-wise sharding], and
-// the exchanges of Note [Row-wise sharding] (sharding.hpp).
+// Sharded embeddings: which rows each rank holds (and the fewest ranks a configuration needs),
+// placement and the three all-to-alls of Note [Table-wise sharding], and the exchanges of Note
+// [Row-wise sharding] (sharding.hpp).
 #include "sharding.hpp"
 
 #include <algorithm>
@@ -40,6 +41,50 @@ std::vector<RowRange> row_ranges(const std::vector<std::int64_t>& table_sizes, i
     out.push_back({begin, begin + chunk_count(rows, world, rank)});
   }
   return out;
+}
+
+std::vector<std::vector<std::int64_t>> rows_held_by_rank(const std::vector<std::int64_t>& table_sizes,
+                                                         Sharding s, int world) {
+  std::vector<std::vector<std::int64_t>> held(static_cast<std::size_t>(world));
+  if (s == Sharding::replicated || world == 1) {
+    std::fill(held.begin(), held.end(), table_sizes);
+  } else if (s == Sharding::table) {
+    const std::vector<int> owner = place_tables(table_sizes, world);
+    for (int r = 0; r < world; ++r)
+      for (std::size_t k = 0; k < owner.size(); ++k) held[r].push_back(owner[k] == r ? table_sizes[k] : 0);
+  } else {
+    for (int r = 0; r < world; ++r)
+      for (const RowRange& range : row_ranges(table_sizes, world, r)) held[r].push_back(range.size());
+  }
+  return held;
+}
+
+namespace {
+
+// The busiest rank's need with `s` over `world` ranks.
+double busiest_rank_need(const DlrmConfig& c, Sharding s, int world, std::int64_t batch, bool training) {
+  double worst = 0;
+  for (const auto& h : rows_held_by_rank(c.table_sizes, s, world))
+    worst = std::max(worst, memory_need(c, batch, training, h, batch * world).total());
+  return worst;
+}
+
+}  // namespace
+
+std::string ways_to_fit(const DlrmConfig& c, std::int64_t global_batch, bool training, double avail) {
+  constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+  std::string cannot, ways;
+  for (Sharding s : {Sharding::table, Sharding::row}) {
+    auto need = [&](int n) { return busiest_rank_need(c, s, n, std::max<std::int64_t>(1, global_batch / n), training); };
+    int n = 2;
+    while (n <= 65536 && need(n) > avail) n *= 2;
+    if (n <= 65536)
+      ways += fmt::format("--dlrm_dcnv2.embedding-sharding {} over at least {} ranks ({:.2f} GiB on the "
+                          "busiest rank at global batch {}), or ", sharding_name(s), n, need(n) / gib, global_batch);
+    else if (s == Sharding::table)
+      cannot = "table-wise sharding cannot help (the largest table alone does not fit); ";
+  }
+  return cannot + "use " + ways + "smaller --dlrm_dcnv2.table-sizes (e.g. configs/dlrm_dcnv2/mini.conf)";
 }
 
 std::vector<int> place_tables(const std::vector<std::int64_t>& table_sizes, int world) {

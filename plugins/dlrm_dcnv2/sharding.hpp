@@ -67,6 +67,16 @@ std::vector<std::int64_t> owned_features(const std::vector<int>& owner, int rank
 /// The rows of every table that `rank` holds under row-wise sharding over `world` ranks.
 std::vector<RowRange> row_ranges(const std::vector<std::int64_t>& table_sizes, int world, int rank);
 
+/// Per rank, per feature: the rows of its table that the rank holds with `s` over `world` ranks
+/// (every row of every table when replicated or with one rank).
+std::vector<std::vector<std::int64_t>> rows_held_by_rank(const std::vector<std::int64_t>& table_sizes,
+                                                         Sharding s, int world);
+
+/// What to do when a configuration does not fit in `available_bytes` per rank: the fewest ranks
+/// (a power of two) each sharding needs to train `global_batch` samples per step, or why
+/// table-wise sharding cannot help, as a sentence naming the options to give.
+std::string ways_to_fit(const DlrmConfig& c, std::int64_t global_batch, bool training, double available_bytes);
+
 /// Embedding lookups whose tables are spread over the ranks of a communicator.
 class ShardedEmbeddings {
  public:
