@@ -1,9 +1,11 @@
-// Table-wise sharded embeddings: placement and the three all-to-alls of Note [Table-wise
-// sharding] (sharding.hpp).
+// Sharded embeddings: which rows each rank holds (and the fewest ranks a configuration needs),
+// placement and the three all-to-alls of Note [Table-wise sharding], and the exchanges of Note
+// [Row-wise sharding] (sharding.hpp).
 #include "sharding.hpp"
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -39,6 +41,50 @@ std::vector<RowRange> row_ranges(const std::vector<std::int64_t>& table_sizes, i
     out.push_back({begin, begin + chunk_count(rows, world, rank)});
   }
   return out;
+}
+
+std::vector<std::vector<std::int64_t>> rows_held_by_rank(const std::vector<std::int64_t>& table_sizes,
+                                                         Sharding s, int world) {
+  std::vector<std::vector<std::int64_t>> held(static_cast<std::size_t>(world));
+  if (s == Sharding::replicated || world == 1) {
+    std::fill(held.begin(), held.end(), table_sizes);
+  } else if (s == Sharding::table) {
+    const std::vector<int> owner = place_tables(table_sizes, world);
+    for (int r = 0; r < world; ++r)
+      for (std::size_t k = 0; k < owner.size(); ++k) held[r].push_back(owner[k] == r ? table_sizes[k] : 0);
+  } else {
+    for (int r = 0; r < world; ++r)
+      for (const RowRange& range : row_ranges(table_sizes, world, r)) held[r].push_back(range.size());
+  }
+  return held;
+}
+
+namespace {
+
+// The busiest rank's need with `s` over `world` ranks.
+double busiest_rank_need(const DlrmConfig& c, Sharding s, int world, std::int64_t batch, bool training) {
+  double worst = 0;
+  for (const auto& h : rows_held_by_rank(c.table_sizes, s, world))
+    worst = std::max(worst, memory_need(c, batch, training, h, batch * world).total());
+  return worst;
+}
+
+}  // namespace
+
+std::string ways_to_fit(const DlrmConfig& c, std::int64_t global_batch, bool training, double avail) {
+  constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+  std::string cannot, ways;
+  for (Sharding s : {Sharding::table, Sharding::row}) {
+    auto need = [&](int n) { return busiest_rank_need(c, s, n, std::max<std::int64_t>(1, global_batch / n), training); };
+    int n = 2;
+    while (n <= 65536 && need(n) > avail) n *= 2;
+    if (n <= 65536)
+      ways += fmt::format("--dlrm_dcnv2.embedding-sharding {} over at least {} ranks ({:.2f} GiB on the "
+                          "busiest rank at global batch {}), or ", sharding_name(s), n, need(n) / gib, global_batch);
+    else if (s == Sharding::table)
+      cannot = "table-wise sharding cannot help (the largest table alone does not fit); ";
+  }
+  return cannot + "use " + ways + "smaller --dlrm_dcnv2.table-sizes (e.g. configs/dlrm_dcnv2/mini.conf)";
 }
 
 std::vector<int> place_tables(const std::vector<std::int64_t>& table_sizes, int world) {
@@ -113,17 +159,22 @@ std::vector<Tensor> TableShardedEmbeddings::forward(const std::vector<Tensor>& s
                 "dlrm_dcnv2: feature {} bags must be [{}, {}] like the others' id type, got {}", k,
                 batch_sizes[static_cast<std::size_t>(me)], c.hotness[k], sparse[k].describe());
   batch_sizes_ = batch_sizes;
-  const std::int64_t mine = batch_sizes[static_cast<std::size_t>(me)];
-  const std::vector<std::int64_t> rows = row_offsets(batch_sizes);
-  const std::int64_t global = rows.back();
-  const Device cd = comm_.device(), md = model_.dense_parameters().front()->value.device();
-  const auto& mine_owned = owned_by_[static_cast<std::size_t>(me)];
+  return pooled_to_ranks(pool_owned_tables(ids_to_owners(sparse)));
+}
 
-  // 1. ids to their tables' owners.
+// 1. ids to their tables' owners. Returns what this rank received: per sending rank q in rank
+//    order, the bags of q's samples for each table held here.
+Tensor TableShardedEmbeddings::ids_to_owners(const std::vector<Tensor>& sparse) {
+  const int world = comm_.size(), me = comm_.rank();
+  const DlrmConfig& c = model_.config();
+  const DType id_type = sparse[0].dtype();
+  const std::int64_t mine = batch_sizes_[static_cast<std::size_t>(me)];
+  const Device cd = comm_.device();
+  const auto& mine_owned = owned_by_[static_cast<std::size_t>(me)];
   std::vector<std::int64_t> send_n(static_cast<std::size_t>(world), 0), recv_n(send_n);
   for (int r = 0; r < world; ++r) {
     for (std::int64_t k : owned_by_[static_cast<std::size_t>(r)]) send_n[r] += mine * c.hotness[k];
-    for (std::int64_t k : mine_owned) recv_n[r] += batch_sizes[r] * c.hotness[k];
+    for (std::int64_t k : mine_owned) recv_n[r] += batch_sizes_[r] * c.hotness[k];
   }
   Tensor send = Tensor::empty({sum(send_n)}, id_type, cd), recv = Tensor::empty({sum(recv_n)}, id_type, cd);
   std::int64_t pos = 0;
@@ -133,39 +184,64 @@ std::vector<Tensor> TableShardedEmbeddings::forward(const std::vector<Tensor>& s
       pos += mine * c.hotness[k];
     }
   comm_.alltoall(send, recv, send_n, recv_n).wait();
+  return recv;
+}
 
-  // 2. pool the owned tables over the global batch.
-  std::vector<Tensor> pooled(features);
-  {
-    std::vector<Tensor> ids(features);
-    for (std::int64_t k : mine_owned) ids[k] = Tensor::empty({global * c.hotness[k]}, id_type, md);
-    pos = 0;
-    for (int q = 0; q < world; ++q)
-      for (std::int64_t k : mine_owned) {
-        const std::int64_t n = batch_sizes[q] * c.hotness[k];
-        copy_flat(ids[k], rows[q] * c.hotness[k], recv, pos, n);
-        pos += n;
-      }
-    for (std::int64_t k : mine_owned) pooled[k] = model_.table(k)->forward(ids[k].view({global, c.hotness[k]}));
-  }
-
-  // 3. each rank's rows back to it.
-  const std::int64_t dim = c.embedding_dim;
-  for (int r = 0; r < world; ++r) {
-    send_n[r] = batch_sizes[r] * dim * static_cast<std::int64_t>(mine_owned.size());
-    recv_n[r] = mine * dim * static_cast<std::int64_t>(owned_by_[static_cast<std::size_t>(r)].size());
-  }
-  send = Tensor::empty({sum(send_n)}, DType::f32, cd);
-  recv = Tensor::empty({sum(recv_n)}, DType::f32, cd);
-  pos = 0;
+// 2. pool the owned tables over the global batch (undefined for the tables held elsewhere).
+std::vector<Tensor> TableShardedEmbeddings::pool_owned_tables(const Tensor& recv) {
+  const int world = comm_.size();
+  const DlrmConfig& c = model_.config();
+  const std::vector<std::int64_t> rows = row_offsets(batch_sizes_);
+  const std::int64_t global = rows.back();
+  const Device md = model_.dense_parameters().front()->value.device();
+  const auto& mine_owned = owned_by_[static_cast<std::size_t>(comm_.rank())];
+  std::vector<Tensor> ids(owner_.size()), pooled(owner_.size());
+  for (std::int64_t k : mine_owned) ids[k] = Tensor::empty({global * c.hotness[k]}, recv.dtype(), md);
+  std::int64_t pos = 0;
   for (int q = 0; q < world; ++q)
     for (std::int64_t k : mine_owned) {
-      copy_flat(send, pos, flat(pooled[k]), rows[q] * dim, batch_sizes[q] * dim);
-      pos += batch_sizes[q] * dim;
+      const std::int64_t n = batch_sizes_[q] * c.hotness[k];
+      copy_flat(ids[k], rows[q] * c.hotness[k], recv, pos, n);
+      pos += n;
+    }
+  for (std::int64_t k : mine_owned) pooled[k] = model_.table(k)->forward(ids[k].view({global, c.hotness[k]}));
+  return pooled;
+}
+
+// Elements of the pooled all-to-all of step 3 per rank r: what this rank sends r (its tables'
+// rows of r's samples) and what it receives from r (r's tables' rows of its own samples). Step 4
+// exchanges the same counts the other way.
+std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> TableShardedEmbeddings::pooled_counts() const {
+  const int world = comm_.size(), me = comm_.rank();
+  const std::int64_t dim = model_.config().embedding_dim;
+  const std::int64_t mine = batch_sizes_[static_cast<std::size_t>(me)];
+  const auto owned_here = static_cast<std::int64_t>(owned_by_[static_cast<std::size_t>(me)].size());
+  std::vector<std::int64_t> to_rank(static_cast<std::size_t>(world)), from_rank(to_rank);
+  for (int r = 0; r < world; ++r) {
+    to_rank[r] = batch_sizes_[r] * dim * owned_here;
+    from_rank[r] = mine * dim * static_cast<std::int64_t>(owned_by_[static_cast<std::size_t>(r)].size());
+  }
+  return {to_rank, from_rank};
+}
+
+// 3. each rank's rows back to it: every feature's pooled embedding of this rank's samples.
+std::vector<Tensor> TableShardedEmbeddings::pooled_to_ranks(const std::vector<Tensor>& pooled) {
+  const int world = comm_.size();
+  const std::int64_t dim = model_.config().embedding_dim;
+  const std::int64_t mine = batch_sizes_[static_cast<std::size_t>(comm_.rank())];
+  const std::vector<std::int64_t> rows = row_offsets(batch_sizes_);
+  const Device cd = comm_.device(), md = model_.dense_parameters().front()->value.device();
+  const auto [send_n, recv_n] = pooled_counts();
+  Tensor send = Tensor::empty({sum(send_n)}, DType::f32, cd), recv = Tensor::empty({sum(recv_n)}, DType::f32, cd);
+  std::int64_t pos = 0;
+  for (int q = 0; q < world; ++q)
+    for (std::int64_t k : owned_by_[static_cast<std::size_t>(comm_.rank())]) {
+      copy_flat(send, pos, flat(pooled[k]), rows[q] * dim, batch_sizes_[q] * dim);
+      pos += batch_sizes_[q] * dim;
     }
   comm_.alltoall(send, recv, send_n, recv_n).wait();
   recv = recv.to(md);
-  std::vector<Tensor> out(features);
+  std::vector<Tensor> out(owner_.size());
   pos = 0;
   for (int r = 0; r < world; ++r)
     for (std::int64_t k : owned_by_[static_cast<std::size_t>(r)]) {
@@ -187,11 +263,7 @@ void TableShardedEmbeddings::backward(const std::vector<Tensor>& dpooled) {
   const auto& mine_owned = owned_by_[static_cast<std::size_t>(me)];
 
   // 4. the reverse of step 3: every pooled gradient to its table's owner.
-  std::vector<std::int64_t> send_n(static_cast<std::size_t>(world)), recv_n(send_n);
-  for (int r = 0; r < world; ++r) {
-    send_n[r] = mine * dim * static_cast<std::int64_t>(owned_by_[static_cast<std::size_t>(r)].size());
-    recv_n[r] = batch_sizes_[r] * dim * static_cast<std::int64_t>(mine_owned.size());
-  }
+  const auto [recv_n, send_n] = pooled_counts();
   Tensor send = Tensor::empty({sum(send_n)}, DType::f32, cd), recv = Tensor::empty({sum(recv_n)}, DType::f32, cd);
   std::int64_t pos = 0;
   for (int r = 0; r < world; ++r)
@@ -234,23 +306,26 @@ RowShardedEmbeddings::RowShardedEmbeddings(DlrmDcnV2& model, Communicator& comm)
 
 std::vector<Tensor> RowShardedEmbeddings::forward(const std::vector<Tensor>& sparse,
                                                   const std::vector<std::int64_t>& batch_sizes) {
-  const int world = comm_.size(), me = comm_.rank();
-  const DlrmConfig& c = model_.config();
-  const auto features = static_cast<std::int64_t>(c.table_sizes.size());
-  const auto nf = static_cast<std::size_t>(features);
-  BH_CHECK_AS(InvalidArgument, sparse.size() == nf && batch_sizes.size() == static_cast<std::size_t>(world),
+  const int world = comm_.size();
+  const auto features = model_.config().table_sizes.size();
+  BH_CHECK_AS(InvalidArgument, sparse.size() == features && batch_sizes.size() == static_cast<std::size_t>(world),
               "dlrm_dcnv2: sharded embeddings need {} bags and {} batch sizes, got {} and {}",
               features, world, sparse.size(), batch_sizes.size());
   batch_sizes_ = batch_sizes;
-  const std::int64_t mine = batch_sizes[static_cast<std::size_t>(me)], dim = c.embedding_dim;
-  const std::vector<std::int64_t> rows = row_offsets(batch_sizes);
-  const std::int64_t global = rows.back();
-  const Device cd = comm_.device(), md = model_.dense_parameters().front()->value.device();
+  std::vector<std::int64_t> counts;
+  const Tensor pairs = pairs_to_holders(pairs_by_holder(sparse), counts);
+  return add_partial_sums(partial_sums(pairs, counts));
+}
 
-  // 1. (row - first row held, global sample) pairs, grouped by holder, then by feature; samples
-  //    stay in order within a group.
-  std::vector<std::vector<std::vector<std::int64_t>>> pairs(static_cast<std::size_t>(world),
-                                                            std::vector<std::vector<std::int64_t>>(nf));
+// 1a. (row - first row held, global sample) pairs, grouped by holder, then by feature; samples
+//     stay in order within a group.
+RowShardedEmbeddings::HolderPairs RowShardedEmbeddings::pairs_by_holder(const std::vector<Tensor>& sparse) const {
+  const int world = comm_.size(), me = comm_.rank();
+  const DlrmConfig& c = model_.config();
+  const std::size_t nf = c.table_sizes.size();
+  const std::int64_t mine = batch_sizes_[static_cast<std::size_t>(me)];
+  const std::int64_t first_sample = row_offsets(batch_sizes_)[static_cast<std::size_t>(me)];
+  HolderPairs pairs(static_cast<std::size_t>(world), std::vector<std::vector<std::int64_t>>(nf));
   for (std::size_t k = 0; k < nf; ++k) {
     const Tensor ids = sparse[k].to(Device::cpu()).contiguous();
     BH_CHECK_AS(InvalidArgument, ids.dim() == 2 && ids.size(0) == mine && ids.size(1) == c.hotness[k] &&
@@ -266,9 +341,19 @@ std::vector<Tensor> RowShardedEmbeddings::forward(const std::vector<Tensor>& spa
       const std::int64_t r = id < rem * (base + 1) ? id / (base + 1) : rem + (id - rem * (base + 1)) / base;
       auto& out = pairs[static_cast<std::size_t>(r)][k];
       out.push_back(id - ranges_[static_cast<std::size_t>(r)][k].begin);
-      out.push_back(rows[static_cast<std::size_t>(me)] + i / c.hotness[k]);
+      out.push_back(first_sample + i / c.hotness[k]);
     }
   }
+  return pairs;
+}
+
+// 1b. the pairs to their holders: one all-to-all of the pair counts, then one of the pairs.
+//     Returns the pairs received (on the CPU); `counts`[q * F + k]: pairs from q for feature k.
+Tensor RowShardedEmbeddings::pairs_to_holders(const HolderPairs& pairs, std::vector<std::int64_t>& counts) {
+  const int world = comm_.size();
+  const auto features = static_cast<std::int64_t>(model_.config().table_sizes.size());
+  const auto nf = static_cast<std::size_t>(features);
+  const Device cd = comm_.device();
   Tensor counts_out = Tensor::empty({world * features}, DType::i64);
   for (int r = 0; r < world; ++r)
     for (std::size_t k = 0; k < nf; ++k)
@@ -277,13 +362,12 @@ std::vector<Tensor> RowShardedEmbeddings::forward(const std::vector<Tensor>& spa
   Tensor counts_in = Tensor::empty({world * features}, DType::i64, cd);
   comm_.alltoall(counts_out.to(cd), counts_in).wait();
   counts_in = counts_in.to(Device::cpu());
-  const std::int64_t* got = counts_in.data<std::int64_t>();  // [q * F + k]: pairs from q for k
-
+  counts.assign(counts_in.data<std::int64_t>(), counts_in.data<std::int64_t>() + world * features);
   std::vector<std::int64_t> send_n(static_cast<std::size_t>(world), 0), recv_n(send_n);
   for (int r = 0; r < world; ++r)
     for (std::size_t k = 0; k < nf; ++k) {
       send_n[r] += static_cast<std::int64_t>(pairs[static_cast<std::size_t>(r)][k].size());
-      recv_n[r] += 2 * got[r * features + static_cast<std::int64_t>(k)];
+      recv_n[r] += 2 * counts[r * features + static_cast<std::int64_t>(k)];
     }
   Tensor send = Tensor::empty({sum(send_n)}, DType::i64), recv = Tensor::empty({sum(recv_n)}, DType::i64, cd);
   std::int64_t pos = 0;
@@ -294,45 +378,61 @@ std::vector<Tensor> RowShardedEmbeddings::forward(const std::vector<Tensor>& spa
       pos += static_cast<std::int64_t>(v.size());
     }
   comm_.alltoall(send.to(cd), recv, send_n, recv_n).wait();
-  recv = recv.to(Device::cpu());
+  return recv.to(Device::cpu());
+}
 
-  // 2. partial sums over the rows held here, for every sample of the global batch. Blocks from
-  //    q come in q order and samples in order within them, so bags are ascending.
-  std::vector<Tensor> partial(nf);
-  {
-    std::vector<std::vector<std::int64_t>> idx(nf), offsets(nf, std::vector<std::int64_t>(static_cast<std::size_t>(global) + 1, 0));
-    const std::int64_t* pr = recv.data<std::int64_t>();
-    for (int q = 0; q < world; ++q)
-      for (std::size_t k = 0; k < nf; ++k)
-        for (std::int64_t j = 0; j < got[q * features + static_cast<std::int64_t>(k)]; ++j, pr += 2) {
-          idx[k].push_back(pr[0]);
-          ++offsets[k][static_cast<std::size_t>(pr[1]) + 1];
-        }
-    for (std::size_t k = 0; k < nf; ++k) {
-      nn::EmbeddingBag* table = model_.table(static_cast<std::int64_t>(k));
-      if (table == nullptr) {  // no rows of this table here, so no ids either
-        partial[k] = Tensor::zeros({global, dim}, DType::f32, md);
-        continue;
+// 2. partial sums over the rows held here, for every sample of the global batch. Blocks from
+//    q come in q order and samples in order within them, so bags are ascending.
+std::vector<Tensor> RowShardedEmbeddings::partial_sums(const Tensor& pairs, const std::vector<std::int64_t>& counts) {
+  const int world = comm_.size();
+  const DlrmConfig& c = model_.config();
+  const auto features = static_cast<std::int64_t>(c.table_sizes.size());
+  const auto nf = static_cast<std::size_t>(features);
+  const std::int64_t global = row_offsets(batch_sizes_).back(), dim = c.embedding_dim;
+  const Device md = model_.dense_parameters().front()->value.device();
+  std::vector<std::vector<std::int64_t>> idx(nf), offsets(nf, std::vector<std::int64_t>(static_cast<std::size_t>(global) + 1, 0));
+  const std::int64_t* pr = pairs.data<std::int64_t>();
+  for (int q = 0; q < world; ++q)
+    for (std::size_t k = 0; k < nf; ++k)
+      for (std::int64_t j = 0; j < counts[q * features + static_cast<std::int64_t>(k)]; ++j, pr += 2) {
+        idx[k].push_back(pr[0]);
+        ++offsets[k][static_cast<std::size_t>(pr[1]) + 1];
       }
-      std::partial_sum(offsets[k].begin(), offsets[k].end(), offsets[k].begin());
-      const auto n = static_cast<std::int64_t>(idx[k].size());
-      partial[k] = table->forward(Tensor::from_vector_i64(idx[k], {n}, md),
-                                  Tensor::from_vector_i64(offsets[k], {global + 1}, md));
+  std::vector<Tensor> partial(nf);
+  for (std::size_t k = 0; k < nf; ++k) {
+    nn::EmbeddingBag* table = model_.table(static_cast<std::int64_t>(k));
+    if (table == nullptr) {  // no rows of this table here, so no ids either
+      partial[k] = Tensor::zeros({global, dim}, DType::f32, md);
+      continue;
     }
+    std::partial_sum(offsets[k].begin(), offsets[k].end(), offsets[k].begin());
+    const auto n = static_cast<std::int64_t>(idx[k].size());
+    partial[k] = table->forward(Tensor::from_vector_i64(idx[k], {n}, md),
+                                Tensor::from_vector_i64(offsets[k], {global + 1}, md));
   }
+  return partial;
+}
 
-  // 3. each rank's partial sums to it, added in rank order.
+// 3. each rank's partial sums to it, added in rank order.
+std::vector<Tensor> RowShardedEmbeddings::add_partial_sums(const std::vector<Tensor>& partial) {
+  const int world = comm_.size(), me = comm_.rank();
+  const DlrmConfig& c = model_.config();
+  const auto features = static_cast<std::int64_t>(c.table_sizes.size());
+  const auto nf = static_cast<std::size_t>(features);
+  const std::int64_t mine = batch_sizes_[static_cast<std::size_t>(me)], dim = c.embedding_dim;
+  const std::vector<std::int64_t> rows = row_offsets(batch_sizes_);
+  const Device cd = comm_.device(), md = model_.dense_parameters().front()->value.device();
+  std::vector<std::int64_t> send_n(static_cast<std::size_t>(world)), recv_n(send_n);
   for (int r = 0; r < world; ++r) {
-    send_n[r] = features * batch_sizes[r] * dim;
+    send_n[r] = features * batch_sizes_[r] * dim;
     recv_n[r] = features * mine * dim;
   }
-  send = Tensor::empty({sum(send_n)}, DType::f32, cd);
-  Tensor sums = Tensor::empty({sum(recv_n)}, DType::f32, cd);
-  pos = 0;
+  Tensor send = Tensor::empty({sum(send_n)}, DType::f32, cd), sums = Tensor::empty({sum(recv_n)}, DType::f32, cd);
+  std::int64_t pos = 0;
   for (int q = 0; q < world; ++q)
     for (std::size_t k = 0; k < nf; ++k) {
-      copy_flat(send, pos, flat(partial[k]), rows[q] * dim, batch_sizes[q] * dim);
-      pos += batch_sizes[q] * dim;
+      copy_flat(send, pos, flat(partial[k]), rows[q] * dim, batch_sizes_[q] * dim);
+      pos += batch_sizes_[q] * dim;
     }
   comm_.alltoall(send, sums, send_n, recv_n).wait();
   sums = sums.to(md);

@@ -45,6 +45,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "benchhost/comm/communicator.hpp"
@@ -65,6 +66,16 @@ std::vector<std::int64_t> owned_features(const std::vector<int>& owner, int rank
 
 /// The rows of every table that `rank` holds under row-wise sharding over `world` ranks.
 std::vector<RowRange> row_ranges(const std::vector<std::int64_t>& table_sizes, int world, int rank);
+
+/// Per rank, per feature: the rows of its table that the rank holds with `s` over `world` ranks
+/// (every row of every table when replicated or with one rank).
+std::vector<std::vector<std::int64_t>> rows_held_by_rank(const std::vector<std::int64_t>& table_sizes,
+                                                         Sharding s, int world);
+
+/// What to do when a configuration does not fit in `available_bytes` per rank: the fewest ranks
+/// (a power of two) each sharding needs to train `global_batch` samples per step, or why
+/// table-wise sharding cannot help, as a sentence naming the options to give.
+std::string ways_to_fit(const DlrmConfig& c, std::int64_t global_batch, bool training, double available_bytes);
 
 /// Embedding lookups whose tables are spread over the ranks of a communicator.
 class ShardedEmbeddings {
@@ -92,6 +103,12 @@ class TableShardedEmbeddings final : public ShardedEmbeddings {
   const std::vector<int>& owner() const { return owner_; }
 
  private:
+  // The steps of forward (Note [Table-wise sharding]), on the batch sizes of the last forward.
+  benchhost::Tensor ids_to_owners(const std::vector<benchhost::Tensor>& sparse);
+  std::vector<benchhost::Tensor> pool_owned_tables(const benchhost::Tensor& received_ids);
+  std::vector<benchhost::Tensor> pooled_to_ranks(const std::vector<benchhost::Tensor>& pooled);
+  std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> pooled_counts() const;
+
   DlrmDcnV2& model_;
   benchhost::Communicator& comm_;
   std::vector<int> owner_;
@@ -109,6 +126,14 @@ class RowShardedEmbeddings final : public ShardedEmbeddings {
   void backward(const std::vector<benchhost::Tensor>& dpooled) override;
 
  private:
+  // The steps of forward (Note [Row-wise sharding]), on the batch sizes of the last forward.
+  // Pairs: per holder rank, per feature, (row - first row held, global sample) flattened.
+  using HolderPairs = std::vector<std::vector<std::vector<std::int64_t>>>;
+  HolderPairs pairs_by_holder(const std::vector<benchhost::Tensor>& sparse) const;
+  benchhost::Tensor pairs_to_holders(const HolderPairs& pairs, std::vector<std::int64_t>& counts);
+  std::vector<benchhost::Tensor> partial_sums(const benchhost::Tensor& pairs, const std::vector<std::int64_t>& counts);
+  std::vector<benchhost::Tensor> add_partial_sums(const std::vector<benchhost::Tensor>& partial);
+
   DlrmDcnV2& model_;
   benchhost::Communicator& comm_;
   std::vector<std::vector<RowRange>> ranges_;  // per rank, per feature

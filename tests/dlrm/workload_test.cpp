@@ -1,5 +1,6 @@
 // The dlrm_dcnv2 workload driven directly through its Workload class (the host-level mini run is
-// in mini_test.cpp): setup errors, memory refusal, hyperparameters, data-parallel free training.
+// in mini_test.cpp): the declaration (defaults, ranges, MLPerf rules), setup errors, memory
+// refusal, hyperparameters, data-parallel free training.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +25,65 @@ TEST(DlrmWorkload, DescribeMatchesMlperf) {
   EXPECT_EQ(w.benchmark, "dlrm_dcnv2");
   EXPECT_DOUBLE_EQ(w.metric_target, 0.80275);
   EXPECT_TRUE(w.higher_is_better);
+  // The declared defaults are the MLPerf reference's.
+  const Options defaults = declared_options<dlrm::DlrmWorkload>({});
+  const auto& tables = criteo::mlperf_table_sizes();
+  EXPECT_EQ(defaults.get_int_list("table-sizes"), std::vector<std::int64_t>(tables.begin(), tables.end()));
+  EXPECT_EQ(defaults.get_int_list("top-mlp"), (std::vector<std::int64_t>{1024, 1024, 512, 256, 1}));
+  EXPECT_EQ(defaults.get_int("global-batch-size"), 65536);
+  EXPECT_EQ(defaults.get_float("learning-rate"), 0.005);
+  EXPECT_EQ(defaults.get_string("embedding-sharding"), "replicated");
+  // The closed-division rules: Adagrad with MLPerf's fixed settings, the AUC target, the eval set.
+  const mlperf::Rules& r = w.mlperf;
+  EXPECT_TRUE(r.closed_division);
+  EXPECT_EQ(r.runs, 10);
+  EXPECT_EQ(r.olympic_drop_each_side, 1);
+  EXPECT_EQ(r.closed_target.min, 0.80275);
+  EXPECT_EQ(r.closed_eval_samples.one_of, (std::vector<HyperValue>{std::int64_t{89137319}}));
+  std::map<std::string, mlperf::LoggedKey> keys;
+  for (const auto& k : r.keys) keys[k.key] = k;
+  EXPECT_EQ(keys.size(), 10u);
+  EXPECT_EQ(keys.at("opt_name").check.one_of, (std::vector<HyperValue>{std::string("adagrad")}));
+  EXPECT_EQ(keys.at("opt_adagrad_epsilon").closed_check.one_of, (std::vector<HyperValue>{1e-10}));
+  EXPECT_EQ(keys.at("opt_weight_decay").closed_check.one_of, (std::vector<HyperValue>{std::int64_t{0}}));
+  EXPECT_TRUE(keys.at("global_batch_size").check.empty() && keys.at("global_batch_size").closed_check.empty());
+}
+
+// The declaration refuses a value it does not allow before setup() sees it, naming the option, the
+// value and what is allowed.
+TEST(DlrmWorkload, OutOfRangeOptionsAreRefusedNamingWhatIsAllowed) {
+  auto refusal = [](const std::string& key, const std::string& value) -> std::string {
+    try {
+      (void)dlrm_test::context_from_config("mini.conf", {{key, value}});
+    } catch (const InvalidArgument& e) {
+      return e.message();
+    }
+    return "accepted";
+  };
+  const std::string tables25 = "1000,1000,1000,1000,1000,3,1000,1000,63,1000,1000,1000,10,1000,1000,155,4,976,14,1000,1000,1000,1000,1000,108";
+  std::string m = refusal("table-sizes", tables25);
+  EXPECT_NE(m.find("--dlrm_dcnv2.table-sizes"), std::string::npos) << m;
+  EXPECT_NE(m.find("has 25 elements"), std::string::npos) << m;
+  EXPECT_NE(m.find("allowed: a comma-separated list of 26 integers >= 1"), std::string::npos) << m;
+  m = refusal("pooling", "max");
+  EXPECT_NE(m.find("--dlrm_dcnv2.pooling: 'max'"), std::string::npos) << m;
+  EXPECT_NE(m.find("allowed: one of sum, mean"), std::string::npos) << m;
+  m = refusal("embedding-sharding", "column");
+  EXPECT_NE(m.find("allowed: one of replicated, table, row"), std::string::npos) << m;
+  m = refusal("multi-hot-sizes", "3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,1,0");
+  EXPECT_NE(m.find("element 26 '0'"), std::string::npos) << m;
+  EXPECT_NE(refusal("learning-rate", "0").find("allowed: a number > 0"), std::string::npos);
+  EXPECT_NE(refusal("target", "1").find("allowed: a number in (0.5, 1)"), std::string::npos);
+  EXPECT_NE(refusal("bottom-mlp", "").find("has 0 elements"), std::string::npos);
+  EXPECT_NE(refusal("max-epochs", "0").find("allowed: an integer >= 1"), std::string::npos);
+  EXPECT_NE(refusal("evals-per-epoch", "-1").find("allowed: an integer >= 0"), std::string::npos);
+  EXPECT_NE(refusal("embedding-size", "16").find("unknown option --dlrm_dcnv2.embedding-size"), std::string::npos);
+  // Options that relate to each other are setup()'s to check: the bottom MLP must end at the
+  // embedding dimension.
+  RunContext ctx = dlrm_test::context_from_config("mini.conf", {{"generate", "false"}, {"bottom-mlp", "64,32,8"}});
+  ctx.synthetic_data = true;
+  dlrm::DlrmWorkload w;
+  EXPECT_THROW(w.setup(ctx), InvalidArgument);
 }
 
 TEST(DlrmWorkload, MlperfTablesAreRefusedWithTheBytesNeeded) {
