@@ -123,20 +123,11 @@ std::vector<OptionSpec> generator_options() {
   };
 }
 
-// A key logged exactly once, with the value checks of both divisions and of the closed one.
-mlperf::LoggedKey logged_once(std::string key, mlperf::ValueCheck check = {}, mlperf::ValueCheck closed_check = {}) {
-  mlperf::LoggedKey k;
-  k.key = std::move(key);
-  k.occurrence = mlperf::Occurrence::exactly_one;
-  k.check = std::move(check);
-  k.closed_check = std::move(closed_check);
-  return k;
-}
-
 // What the MLPerf Training rules and the closed_dlrm_dcnv2 compliance file require of a
 // DLRM-DCNv2 result (Note [MLPerf rules declared by the plugin]): Adagrad with a constant
 // learning rate and no decay, warm-up or initial accumulator, epsilon 1e-10.
 mlperf::Rules mlperf_rules() {
+  using mlperf::logged_once;
   const mlperf::ValueCheck zero = mlperf::equals(std::int64_t{0});  // numbers compare as numbers: 0.0 too
   mlperf::Rules r;
   r.closed_division = true;

@@ -67,6 +67,11 @@ struct LoggedKey {
   std::vector<std::string> closed_metadata_values;
 };
 
+/// A key logged exactly once, with the check of both divisions and the one the closed adds.
+LoggedKey logged_once(std::string key, ValueCheck check = {}, ValueCheck closed_check = {});
+/// The same key required only when `when_key` was logged as `when_value` (e.g. the LARS keys).
+LoggedKey logged_once_when(std::string key, std::string when_key, std::string when_value);
+
 /// A benchmark's MLPerf rules. WorkloadInfo::benchmark is its key ("resnet", "bert", ...).
 struct Rules {
   /// The plugin implements the closed-division reference of this benchmark: a run logs

@@ -134,6 +134,20 @@ ValueCheck one_of(std::vector<HyperValue> values) {
   c.one_of = std::move(values);
   return c;
 }
+LoggedKey logged_once(std::string key, ValueCheck check, ValueCheck closed_check) {
+  LoggedKey k;
+  k.key = std::move(key);
+  k.occurrence = Occurrence::exactly_one;
+  k.check = std::move(check);
+  k.closed_check = std::move(closed_check);
+  return k;
+}
+LoggedKey logged_once_when(std::string key, std::string when_key, std::string when_value) {
+  LoggedKey k = logged_once(std::move(key));
+  k.when_key = std::move(when_key);
+  k.when_value = std::move(when_value);
+  return k;
+}
 ValueCheck positive() { return between(0, std::numeric_limits<double>::infinity(), true, false); }
 ValueCheck between(double lo, double hi, bool lo_exclusive, bool hi_exclusive) {
   ValueCheck c;
