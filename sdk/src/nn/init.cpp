@@ -7,14 +7,14 @@
 #include <cmath>
 
 #include "benchhost/error.hpp"
-#include "optim/parallel.hpp"
+#include "nn/parallel.hpp"
 
 namespace benchhost::nn::init {
 
 namespace {
 
-using optim::detail::kChunk;
-using optim::detail::parallel_chunks;
+using detail::kChunk;
+using detail::parallel_chunks;
 
 void check_target(const Tensor& t, const char* what) {
   BH_CHECK_AS(InvalidArgument, t.defined() && t.dtype() == DType::f32 && t.device().is_cpu() &&

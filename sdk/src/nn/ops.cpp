@@ -11,7 +11,7 @@
 
 #include "benchhost/error.hpp"
 #include "benchhost/nn/registry.hpp"
-#include "nn/cpu/addcmul_common.hpp"
+#include "nn/addcmul_common.hpp"
 
 namespace benchhost::nn {
 

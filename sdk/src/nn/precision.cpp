@@ -8,8 +8,8 @@
 
 #include "benchhost/error.hpp"
 #include "benchhost/nn/registry.hpp"
-#include "optim/multi_tensor.hpp"
-#include "optim/parallel.hpp"
+#include "nn/multi_tensor.hpp"
+#include "nn/parallel.hpp"
 
 namespace benchhost {
 
@@ -316,7 +316,7 @@ void round_to_storage(Tensor& t, DType storage) {
               t.defined() ? t.describe() : std::string("an undefined tensor"));
   float* x = t.data<float>();
   auto run = [&](auto&& round) {
-    optim::detail::parallel_chunks(t.numel(), [&](std::int64_t b, std::int64_t e) {
+    nn::detail::parallel_chunks(t.numel(), [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t k = b; k < e; ++k) x[k] = round(x[k]);
     });
   };
@@ -342,15 +342,15 @@ namespace {
 // tensor on a device (the loss scaler caches them: filling a device tensor is a host copy).
 template <class MulOn>
 bool scale_and_check_finite(const std::vector<nn::Parameter*>& params, MulOn&& mul_on, const char* what) {
-  for (auto* p : params) optim::detail::check_f32_parameter(*p, what, true, true);
+  for (auto* p : params) nn::detail::check_f32_parameter(*p, what, true, true);
   std::vector<Tensor> flags;
-  for (const auto& g : optim::detail::group_by_device(params)) {
+  for (const auto& g : nn::detail::group_by_device(params)) {
     nn::OpCall c;
     c.inputs.push_back(mul_on(g.device));
-    for (std::size_t i : g.index) c.inputs.push_back(optim::detail::rows_on(*params[i], g.device));
+    for (std::size_t i : g.index) c.inputs.push_back(nn::detail::rows_on(*params[i], g.device));
     for (std::size_t i : g.index) c.outputs.push_back(params[i]->grad);
     c.outputs.push_back(Tensor::empty({1}, DType::f32, g.device));  // overwritten by the op
-    nn::dispatch(optim::detail::kScaleCheckOp, c);
+    nn::dispatch(nn::detail::kScaleCheckOp, c);
     flags.push_back(c.outputs.back());
   }
   bool finite = true;

@@ -4,8 +4,8 @@
 
 #include "benchhost/error.hpp"
 #include "benchhost/nn/registry.hpp"
-#include "optim/multi_tensor.hpp"
-#include "optim/parallel.hpp"
+#include "nn/multi_tensor.hpp"
+#include "nn/parallel.hpp"
 
 namespace benchhost::optim {
 
@@ -15,7 +15,7 @@ Ema::Ema(std::vector<nn::Parameter*> params, float decay, bool warmup)
               "ema: decay must be in [0, 1), got {}", decay);
   shadow_.reserve(params_.size());
   for (auto* p : params_) {
-    detail::check_f32_parameter(*p, "ema", /*need_grad=*/false, false);
+    nn::detail::check_f32_parameter(*p, "ema", /*need_grad=*/false, false);
     shadow_.push_back(p->value.clone());
   }
 }
@@ -27,12 +27,12 @@ void Ema::update() {
   float d = decay_;
   if (warmup_) d = std::min(d, static_cast<float>(1.0 + num_updates_) / static_cast<float>(10.0 + num_updates_));
   last_decay_ = d;
-  for (const auto& g : detail::group_by_device(params_)) {
+  for (const auto& g : nn::detail::group_by_device(params_)) {
     nn::OpCall c;
     for (std::size_t i : g.index) c.inputs.push_back(params_[i]->value);
     for (std::size_t i : g.index) c.outputs.push_back(shadow_[i]);
     c.attrs.set("decay", d);
-    nn::dispatch(detail::kLerpOp, c);
+    nn::dispatch(nn::detail::kLerpOp, c);
   }
 }
 
@@ -47,7 +47,7 @@ void Ema::swap() {
     }
     float* w = params_[i]->value.data<float>();
     float* s = shadow_[i].data<float>();
-    detail::parallel_chunks(shadow_[i].numel(), [&](std::int64_t b, std::int64_t e) {
+    nn::detail::parallel_chunks(shadow_[i].numel(), [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t k = b; k < e; ++k) std::swap(w[k], s[k]);
     });
   }

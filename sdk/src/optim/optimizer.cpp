@@ -8,82 +8,13 @@
 #include <unordered_set>
 
 #include <tbb/parallel_for.h>
-#include <tbb/parallel_sort.h>
 
 #include "benchhost/error.hpp"
 #include "benchhost/optim/schedule.hpp"
 #include "benchhost/nn/registry.hpp"
-#include "optim/multi_tensor.hpp"
-#include "optim/parallel.hpp"
+#include "nn/multi_tensor.hpp"
 
 namespace benchhost::optim {
-
-namespace detail {
-
-void check_f32_parameter(const nn::Parameter& p, const char* what, bool need_grad,
-                         bool allow_sparse_rows) {
-  const std::string& n = p.name;
-  BH_CHECK_AS(InvalidArgument, p.value.defined(), "{}: parameter '{}' has no value", what, n);
-  const Device dev = p.value.device();
-  if (!dev.is_cpu() && !dev.is_cuda())
-    BH_THROW(Unsupported, "{}: parameter '{}' is on {}; optimizer updates exist for cpu and cuda "
-             "tensors", what, n, dev.str());
-  BH_CHECK_AS(InvalidArgument, p.value.dtype() == DType::f32,
-              "{}: parameter '{}' is {}, expected f32 master weights (precision.hpp)", what, n,
-              dtype_name(p.value.dtype()));
-  BH_CHECK_AS(InvalidArgument, p.value.is_contiguous(), "{}: parameter '{}' is not contiguous",
-              what, n);
-  if (!need_grad) return;
-  BH_CHECK_AS(InvalidArgument, p.grad.defined(), "{}: parameter '{}' has no gradient", what, n);
-  BH_CHECK_AS(InvalidArgument, p.grad.shape() == p.value.shape() && p.grad.dtype() == DType::f32 &&
-              p.grad.device() == dev && p.grad.is_contiguous(),
-              "{}: gradient of '{}' is {}, expected a contiguous f32 {} tensor of shape {}", what,
-              n, p.grad.describe(), dev.str(), shape_str(p.value.shape()));
-  if (!p.sparse_rows.defined()) return;
-  BH_CHECK_AS(InvalidArgument, allow_sparse_rows,
-              "{}: parameter '{}' has a sparse-rows gradient, which {} does not support (its "
-              "update needs the whole tensor); use adagrad or sgd for embedding tables", what, n,
-              what);
-  const Tensor& r = p.sparse_rows;
-  BH_CHECK_AS(InvalidArgument, r.dtype() == DType::i64 && r.dim() == 1 && r.is_contiguous() &&
-              (r.device().is_cpu() || r.device() == dev) && p.value.dim() >= 1,
-              "{}: sparse_rows of '{}' is {}, expected a contiguous 1-d i64 tensor on the cpu or "
-              "on {} (and a parameter with at least one dimension)", what, n, r.describe(), dev.str());
-  const Tensor host = r.device().is_cpu() ? r : r.to(Device::cpu());
-  const std::int64_t rows = p.value.size(0);
-  const std::int64_t* idx = host.data<std::int64_t>();
-  std::vector<std::int64_t> sorted(idx, idx + host.numel());
-  tbb::parallel_sort(sorted.begin(), sorted.end());
-  for (std::size_t i = 0; i < sorted.size(); ++i) {
-    BH_CHECK_AS(InvalidArgument, sorted[i] >= 0 && sorted[i] < rows,
-                "{}: sparse_rows of '{}' holds row {}, outside [0, {})", what, n, sorted[i], rows);
-    BH_CHECK_AS(InvalidArgument, i == 0 || sorted[i] != sorted[i - 1],
-                "{}: sparse_rows of '{}' holds row {} twice; rows must be unique", what, n,
-                sorted[i]);
-  }
-}
-
-std::vector<DeviceGroup> group_by_device(const std::vector<nn::Parameter*>& params) {
-  std::vector<DeviceGroup> groups;
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    const Device d = params[i]->value.device();
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const DeviceGroup& g) { return g.device == d; });
-    if (it == groups.end()) {
-      groups.push_back({d, {}});
-      it = groups.end() - 1;
-    }
-    it->index.push_back(i);
-  }
-  return groups;
-}
-
-Tensor rows_on(const nn::Parameter& p, Device device) {
-  if (!p.sparse_rows.defined() || p.sparse_rows.device() == device) return p.sparse_rows;
-  return p.sparse_rows.to(device);
-}
-
-}  // namespace detail
-
 
 // ---- Optimizer ----------------------------------------------------------------------------------
 
@@ -109,7 +40,7 @@ std::vector<Tensor>& Optimizer::add_state_slot(const std::string& slot, float in
 }
 
 void Optimizer::check_parameter(const nn::Parameter& p, bool allow_sparse_rows) const {
-  detail::check_f32_parameter(p, name(), /*need_grad=*/true, allow_sparse_rows);
+  nn::detail::check_f32_parameter(p, name(), /*need_grad=*/true, allow_sparse_rows);
 }
 
 void Optimizer::step(float lr) {
@@ -138,7 +69,7 @@ void Optimizer::zero_grad() {
     else
       with_grad.push_back(p);
   }
-  for (const auto& g : detail::group_by_device(with_grad)) {
+  for (const auto& g : nn::detail::group_by_device(with_grad)) {
     const Device d = with_grad[g.index[0]]->grad.device();
     auto it = std::find_if(device_zeros_.begin(), device_zeros_.end(), [&](const Tensor& z) { return z.device() == d; });
     if (it == device_zeros_.end()) {
@@ -148,7 +79,7 @@ void Optimizer::zero_grad() {
     nn::OpCall c;
     c.inputs.push_back(*it);
     for (std::size_t i : g.index) c.outputs.push_back(with_grad[i]->grad);
-    nn::dispatch(detail::kFillOp, c);
+    nn::dispatch(nn::detail::kFillOp, c);
   }
 }
 
@@ -183,7 +114,7 @@ void Optimizer::load_state(const std::vector<StateTensor>& saved) {
 
 namespace {
 
-using detail::DeviceGroup;
+using nn::detail::DeviceGroup;
 
 void refuse_sparse_decay(const nn::Parameter& p, float wd, const char* opt) {
   BH_CHECK_AS(InvalidArgument, !(p.sparse_rows.defined() && p.weight_decay && wd != 0.0f),
@@ -200,7 +131,7 @@ nn::OpCall group_call(const std::vector<nn::Parameter*>& params, const DeviceGro
   nn::OpCall c;
   for (std::size_t i : g.index) c.inputs.push_back(params[i]->grad);
   if (with_rows)
-    for (std::size_t i : g.index) c.inputs.push_back(detail::rows_on(*params[i], g.device));
+    for (std::size_t i : g.index) c.inputs.push_back(nn::detail::rows_on(*params[i], g.device));
   for (std::size_t i : g.index) c.outputs.push_back(params[i]->value);
   for (const auto* slot : slots)
     for (std::size_t i : g.index) c.outputs.push_back(slot ? (*slot)[i] : Tensor());
@@ -259,11 +190,11 @@ void Sgd::update(float lr) {
     check_parameter(*p, true);
     refuse_sparse_decay(*p, opt_.weight_decay, name());
   }
-  for (const auto& g : detail::group_by_device(params_)) {
+  for (const auto& g : nn::detail::group_by_device(params_)) {
     nn::OpCall c = group_call(params_, g, /*with_rows=*/true, {momentum_});
     c.attrs.set("lr", lr).set("momentum", opt_.momentum).set("nesterov", opt_.nesterov ? 1 : 0)
         .set("weight_decay", opt_.weight_decay);
-    nn::dispatch(detail::kSgdOp, c);
+    nn::dispatch(nn::detail::kSgdOp, c);
   }
 }
 
@@ -287,14 +218,14 @@ std::string Lars::describe() const {
 void Lars::update(float lr) {
   for (auto* p : params_) check_parameter(*p, false);
   trust_.reset(params_.size());
-  for (const auto& g : detail::group_by_device(params_)) {
+  for (const auto& g : nn::detail::group_by_device(params_)) {
     nn::OpCall c = group_call(params_, g, /*with_rows=*/false, {velocity_});
     // Written in full by the op; empty, not zeros: zero-filling a device tensor is a host copy.
     Tensor ratios = Tensor::empty({static_cast<std::int64_t>(g.index.size())}, DType::f32, g.device);
     c.outputs.push_back(ratios);
     c.attrs.set("lr", lr).set("momentum", opt_.momentum).set("weight_decay", opt_.weight_decay)
         .set("eta", opt_.eta).set("epsilon", opt_.epsilon);
-    nn::dispatch(detail::kLarsOp, c);
+    nn::dispatch(nn::detail::kLarsOp, c);
     trust_.set_pending(ratios, g.index);
   }
 }
@@ -321,7 +252,7 @@ std::string Lamb::describe() const {
 void Lamb::update(float lr) {
   for (auto* p : params_) check_parameter(*p, false);
   trust_.reset(params_.size());
-  for (const auto& g : detail::group_by_device(params_)) {
+  for (const auto& g : nn::detail::group_by_device(params_)) {
     nn::OpCall c = group_call(params_, g, /*with_rows=*/false, {m_, v_});
     // Written in full by the op; empty, not zeros: zero-filling a device tensor is a host copy.
     Tensor ratios = Tensor::empty({static_cast<std::int64_t>(g.index.size())}, DType::f32, g.device);
@@ -330,7 +261,7 @@ void Lamb::update(float lr) {
         .set("epsilon", opt_.epsilon).set("weight_decay", opt_.weight_decay)
         .set("step", static_cast<double>(step_count()))
         .set("bias_correction", opt_.bias_correction ? 1 : 0);
-    nn::dispatch(detail::kLambOp, c);
+    nn::dispatch(nn::detail::kLambOp, c);
     trust_.set_pending(ratios, g.index);
   }
 }
@@ -364,12 +295,12 @@ void Adam::update(float lr) {
     check_parameter(*p, true);
     refuse_sparse_decay(*p, opt_.weight_decay, name());
   }
-  for (const auto& g : detail::group_by_device(params_)) {
+  for (const auto& g : nn::detail::group_by_device(params_)) {
     nn::OpCall c = group_call(params_, g, /*with_rows=*/true, {m_, v_});
     c.attrs.set("lr", lr).set("beta1", opt_.beta1).set("beta2", opt_.beta2)
         .set("epsilon", opt_.epsilon).set("weight_decay", opt_.weight_decay)
         .set("step", static_cast<double>(step_count())).set("decoupled", decoupled_ ? 1 : 0);
-    nn::dispatch(detail::kAdamOp, c);
+    nn::dispatch(nn::detail::kAdamOp, c);
   }
 }
 
@@ -396,10 +327,10 @@ void Adagrad::update(float lr) {
     refuse_sparse_decay(*p, opt_.weight_decay, name());
   }
   const float clr = lr / (1.0f + static_cast<float>(step_count() - 1) * opt_.lr_decay);
-  for (const auto& g : detail::group_by_device(params_)) {
+  for (const auto& g : nn::detail::group_by_device(params_)) {
     nn::OpCall c = group_call(params_, g, /*with_rows=*/true, {acc_});
     c.attrs.set("lr", clr).set("epsilon", opt_.epsilon).set("weight_decay", opt_.weight_decay);
-    nn::dispatch(detail::kAdagradOp, c);
+    nn::dispatch(nn::detail::kAdagradOp, c);
   }
 }
 

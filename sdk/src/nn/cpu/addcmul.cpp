@@ -1,12 +1,12 @@
 // addcmul: out = c + alpha * (a * b), or alpha * (a * b) without c (mul is that path with
 // alpha 1); b equal to a in shape or a suffix of it, broadcast over the leading dims; out may
-// alias c or a. Operand rules: addcmul_common.hpp.
+// alias c or a. Operand rules: nn/addcmul_common.hpp.
 // cpu.tbb: blocks of whole rows of b.numel() elements (or element ranges when there is one
 // row); f32 runs vectorised loops, f16 / bf16 convert each element to f32 and round the result
 // once to nearest even. The product is formed before scaling, alpha * (a * b), here and on CUDA.
 // cpu.ref: element by element in double, rounded once to the storage type.
 
-#include "nn/cpu/addcmul_common.hpp"
+#include "nn/addcmul_common.hpp"
 #include "nn/cpu/cpu_common.hpp"
 
 namespace benchhost::nn::cpu {

@@ -1,5 +1,6 @@
-// Batch normalisation: the public functions of nn/conv.hpp, the op declarations and the oneDNN
-// CPU implementation (training, inference, backward), optionally fused with the ReLU after it.
+// Batch normalisation: the op declarations and the oneDNN CPU implementation (training,
+// inference, backward), optionally fused with the ReLU after it. The public functions of
+// nn/conv.hpp are in nn/conv.cpp.
 //
 // Layout and precision: fp32 NCHW or NHWC, used in place (oneDNN's JIT batch norm reads both
 // plain layouts, so there are no reorders); statistics and gamma/beta are fp32 [C].
@@ -12,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "nn/cpu/conv_common.hpp"
+#include "nn/conv_common.hpp"
 #include "nn/cpu/conv_dnnl.hpp"
 
 namespace benchhost::nn {
@@ -20,104 +21,6 @@ namespace benchhost::nn {
 using namespace conv_detail;
 using dnnl::memory;
 using dnnl::normalization_flags;
-
-namespace {
-
-void check_vec(const Tensor& t, std::int64_t c, const char* what) {
-  BH_CHECK_AS(InvalidArgument,
-              t.defined() && t.numel() == c && t.dtype() == DType::f32 && t.is_contiguous(),
-              "batch_norm: {} must be a contiguous f32 tensor of {} elements (channels), got {}",
-              what, c, t.defined() ? t.describe() : std::string("undefined"));
-}
-
-ImageDims check_input(const Tensor& x, const BatchNormSpec& s, const char* op) {
-  check_floating(x, op, "input");
-  return image_dims(x.shape(), s.layout, op);
-}
-
-}  // namespace
-
-Tensor batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                Tensor& running_mean, Tensor& running_var,
-                                const BatchNormSpec& s, BatchNormSaved& saved) {
-  const ImageDims d = check_input(x, s, "batch_norm_forward_train");
-  check_vec(gamma, d.c, "gamma");
-  check_vec(beta, d.c, "beta");
-  check_vec(running_mean, d.c, "running_mean");
-  check_vec(running_var, d.c, "running_var");
-  const std::int64_t count = d.n * d.h * d.w;
-  BH_CHECK_AS(InvalidArgument, count > 1,
-              "batch_norm_forward_train: needs more than one value per channel (input {}); use "
-              "a batch of at least 2 or evaluation mode",
-              shape_str(x.shape()));
-  OpCall call;
-  call.inputs = {x.contiguous(), gamma, beta, Tensor(), Tensor()};
-  call.outputs = {Tensor::empty(x.shape(), x.dtype(), x.device()),
-                  Tensor::empty({d.c}, DType::f32, x.device()),
-                  Tensor::empty({d.c}, DType::f32, x.device())};
-  call.attrs = bn_attrs(s, true);
-  dispatch("batch_norm_forward", call);
-  saved.mean = call.outputs[1];
-  saved.variance = call.outputs[2];
-  saved.output = s.fuse_relu ? call.outputs[0] : Tensor();
-  saved.training = true;
-  // The running statistics live on x's device: the update is an op of its own so that it runs
-  // there (a CUDA implementation cannot be reached through host pointers).
-  OpCall update;
-  update.inputs = {saved.mean, saved.variance};
-  update.outputs = {running_mean, running_var};
-  update.attrs.set("momentum", s.momentum).set("count", static_cast<double>(count));
-  dispatch("batch_norm_running_update", update);
-  return call.outputs[0];
-}
-
-Tensor batch_norm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                               const Tensor& running_mean, const Tensor& running_var,
-                               const BatchNormSpec& s, BatchNormSaved* saved) {
-  const ImageDims d = check_input(x, s, "batch_norm_forward_eval");
-  check_vec(gamma, d.c, "gamma");
-  check_vec(beta, d.c, "beta");
-  check_vec(running_mean, d.c, "running_mean");
-  check_vec(running_var, d.c, "running_var");
-  OpCall call;
-  call.inputs = {x.contiguous(), gamma, beta, running_mean, running_var};
-  call.outputs = {Tensor::empty(x.shape(), x.dtype(), x.device()),
-                  Tensor::empty({d.c}, DType::f32, x.device()),
-                  Tensor::empty({d.c}, DType::f32, x.device())};
-  call.attrs = bn_attrs(s, false);
-  dispatch("batch_norm_forward", call);
-  if (saved != nullptr) {
-    saved->mean = call.outputs[1];
-    saved->variance = call.outputs[2];
-    saved->output = s.fuse_relu ? call.outputs[0] : Tensor();
-    saved->training = false;
-  }
-  return call.outputs[0];
-}
-
-Tensor batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                           const BatchNormSaved& saved, const BatchNormSpec& s, Tensor& dgamma,
-                           Tensor& dbeta) {
-  const ImageDims d = check_input(x, s, "batch_norm_backward");
-  BH_CHECK_AS(InvalidArgument, dy.defined() && dy.shape() == x.shape(),
-              "batch_norm_backward: output gradient {} does not match the input {}",
-              dy.defined() ? shape_str(dy.shape()) : "undefined", shape_str(x.shape()));
-  check_vec(gamma, d.c, "gamma");
-  check_vec(dgamma, d.c, "gamma gradient");
-  check_vec(dbeta, d.c, "beta gradient");
-  check_vec(saved.mean, d.c, "saved mean (was the forward pass run with `saved`?)");
-  check_vec(saved.variance, d.c, "saved variance");
-  BH_CHECK_AS(InvalidArgument, !s.fuse_relu || (saved.output.defined() &&
-                                                saved.output.shape() == x.shape()),
-              "batch_norm_backward: fuse_relu needs the forward output saved in `saved.output`");
-  OpCall call;
-  call.inputs = {dy.contiguous(), x.contiguous(), gamma, saved.mean, saved.variance,
-                 s.fuse_relu ? saved.output.contiguous() : Tensor()};
-  call.outputs = {Tensor::empty(x.shape(), x.dtype(), x.device()), dgamma, dbeta};
-  call.attrs = bn_attrs(s, saved.training);
-  dispatch("batch_norm_backward", call);
-  return call.outputs[0];
-}
 
 // ---------------------------------------------------------------------------------------------
 // oneDNN implementation

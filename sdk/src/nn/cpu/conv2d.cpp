@@ -1,47 +1,22 @@
-// 2-d convolution: the public functions of nn/conv.hpp (validate, allocate, dispatch), the op
-// declarations, and the oneDNN CPU implementation (forward, backward data, backward weights).
+// 2-d convolution: the op declarations and the oneDNN CPU implementation (forward, backward
+// data, backward weights). The public functions of nn/conv.hpp are in nn/conv.cpp.
 //
 // Layout and precision: fp32 activations in NCHW or NHWC, fp32 weights in OIHW (groups: the
 // same bytes read as GOIHW), fp32 accumulation inside oneDNN. See Note [Memory formats] and
 // Note [Primitive cache] in conv_dnnl.hpp for how formats are chosen and primitives reused.
 
 #include <algorithm>
-#include <cctype>
 
 #include <fmt/format.h>
 
 #include "benchhost/random.hpp"
-#include "nn/cpu/conv_common.hpp"
+#include "nn/conv_common.hpp"
 #include "nn/cpu/conv_dnnl.hpp"
 
 namespace benchhost::nn {
 
 using namespace conv_detail;
 using dnnl::memory;
-
-const char* image_layout_name(ImageLayout layout) {
-  return layout == ImageLayout::nchw ? "nchw" : "nhwc";
-}
-
-ImageLayout parse_image_layout(const std::string& text) {
-  std::string t = text;
-  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (t == "nchw") return ImageLayout::nchw;
-  if (t == "nhwc" || t == "channels_last") return ImageLayout::nhwc;
-  BH_THROW(InvalidArgument, "unknown image layout '{}' (expected nchw or nhwc)", text);
-}
-
-ImageDims image_dims(const Shape& shape, ImageLayout layout, const char* what) {
-  BH_CHECK_AS(InvalidArgument, shape.size() == 4, "{}: expected a 4-d {} tensor, got shape {}",
-              what, image_layout_name(layout), shape_str(shape));
-  if (layout == ImageLayout::nchw) return {shape[0], shape[1], shape[2], shape[3]};
-  return {shape[0], shape[3], shape[1], shape[2]};
-}
-
-Shape image_shape(const ImageDims& d, ImageLayout layout) {
-  if (layout == ImageLayout::nchw) return {d.n, d.c, d.h, d.w};
-  return {d.n, d.h, d.w, d.c};
-}
 
 namespace conv_detail {
 Tensor conv_random(const Shape& shape, std::uint64_t seed) {
@@ -52,77 +27,6 @@ Tensor conv_random(const Shape& shape, std::uint64_t seed) {
   return t;
 }
 }  // namespace conv_detail
-
-// ---------------------------------------------------------------------------------------------
-// Public functions
-// ---------------------------------------------------------------------------------------------
-
-Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dSpec& spec) {
-  return image_shape(conv_geometry(x, w, spec).y, spec.layout);
-}
-
-double conv2d_macs_per_sample(const Shape& x, const Shape& w, const Conv2dSpec& spec) {
-  const ConvGeometry g = conv_geometry(x, w, spec);
-  return static_cast<double>(g.y.c) * g.y.h * g.y.w * (g.x.c / g.groups) * g.kh * g.kw;
-}
-
-Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dSpec& s) {
-  check_floating(x, "conv2d_forward", "input");
-  check_floating(w, "conv2d_forward", "weight");
-  const ConvGeometry g = conv_geometry(x.shape(), w.shape(), s);
-  if (bias.defined()) {
-    check_floating(bias, "conv2d_forward", "bias");
-    BH_CHECK_AS(InvalidArgument, bias.numel() == g.out_channels,
-                "conv2d_forward: bias has {} elements, expected {} (output channels)",
-                bias.numel(), g.out_channels);
-  }
-  OpCall call;
-  call.inputs = {x.contiguous(), w.contiguous(), bias.defined() ? bias.contiguous() : Tensor()};
-  call.outputs = {Tensor::empty(image_shape(g.y, s.layout), x.dtype(), x.device())};
-  call.attrs = conv_attrs(s);
-  dispatch("conv2d_forward", call);
-  return call.outputs[0];
-}
-
-Tensor conv2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
-                            const Conv2dSpec& s) {
-  check_floating(dy, "conv2d_backward_data", "output gradient");
-  check_floating(w, "conv2d_backward_data", "weight");
-  const ConvGeometry g = conv_geometry(x_shape, w.shape(), s);
-  BH_CHECK_AS(InvalidArgument, dy.shape() == image_shape(g.y, s.layout),
-              "conv2d_backward_data: output gradient {} does not match the forward output {}",
-              shape_str(dy.shape()), shape_str(image_shape(g.y, s.layout)));
-  OpCall call;
-  call.inputs = {dy.contiguous(), w.contiguous()};
-  call.outputs = {Tensor::empty(x_shape, dy.dtype(), dy.device())};
-  call.attrs = conv_attrs(s);
-  dispatch("conv2d_backward_data", call);
-  return call.outputs[0];
-}
-
-void conv2d_backward_weights(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& dbias,
-                             const Conv2dSpec& s) {
-  check_floating(dy, "conv2d_backward_weights", "output gradient");
-  check_floating(x, "conv2d_backward_weights", "input");
-  check_floating(dw, "conv2d_backward_weights", "weight gradient");
-  BH_CHECK_AS(InvalidArgument, dw.is_contiguous(),
-              "conv2d_backward_weights: the weight gradient must be contiguous (it accumulates "
-              "in place)");
-  const ConvGeometry g = conv_geometry(x.shape(), dw.shape(), s);
-  BH_CHECK_AS(InvalidArgument, dy.shape() == image_shape(g.y, s.layout),
-              "conv2d_backward_weights: output gradient {} does not match the forward output {}",
-              shape_str(dy.shape()), shape_str(image_shape(g.y, s.layout)));
-  if (dbias.defined())
-    BH_CHECK_AS(InvalidArgument, dbias.numel() == g.out_channels && dbias.is_contiguous() &&
-                                     is_floating(dbias.dtype()),
-                "conv2d_backward_weights: bias gradient must be a contiguous floating [{}]",
-                g.out_channels);
-  OpCall call;
-  call.inputs = {dy.contiguous(), x.contiguous()};
-  call.outputs = {dw, dbias};
-  call.attrs = conv_attrs(s);
-  dispatch("conv2d_backward_weights", call);
-}
 
 // ---------------------------------------------------------------------------------------------
 // oneDNN implementation

@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "nn/cpu/conv_common.hpp"
+#include "nn/conv_common.hpp"
 
 namespace benchhost::nn {
 

@@ -1,6 +1,7 @@
 // CPU embedding bags: gather + pool forward, sorted scatter backward. Registered as ops
 // "embedding_bag_forward" / "embedding_bag_backward" (cpu.tbb, and the cpu.ref plain loops the
-// parity test compares against).
+// parity test compares against), and "zero_rows". The public functions of nn/embedding_bag.hpp
+// and the EmbeddingBag layer are in nn/embedding_bag.cpp.
 //
 // Layout: weight rows are contiguous f32 [R, D]; out / dout are f32 [B, D]. Forward runs one
 // oneTBB task per block of bags; each bag's rows are summed in index order in f32 (the same order
@@ -23,79 +24,16 @@
 #include <tbb/parallel_sort.h>
 
 #include "benchhost/error.hpp"
-#include "benchhost/nn/ops.hpp"
 #include "benchhost/nn/registry.hpp"
-#include "benchhost/precision.hpp"
 #include "benchhost/random.hpp"
 #include "nn/cpu/cpu_common.hpp"
+#include "nn/embedding_bag_common.hpp"
 
 namespace benchhost::nn {
 
-const char* bag_pooling_name(BagPooling p) noexcept { return p == BagPooling::sum ? "sum" : "mean"; }
-
-BagPooling parse_bag_pooling(const std::string& name) {
-  if (name == "sum") return BagPooling::sum;
-  if (name == "mean") return BagPooling::mean;
-  BH_THROW(InvalidArgument, "unknown embedding bag pooling '{}' (choose sum or mean)", name);
-}
+using namespace embedding_bag_detail;
 
 namespace {
-
-// A view of (indices, offsets) as "bag b = positions [begin(b), end(b))" with typed row ids.
-struct BagView {
-  const void* idx = nullptr;
-  bool idx64 = false;
-  const std::int64_t* offsets = nullptr;  // null: fixed hotness
-  std::int64_t hotness = 0;
-  std::int64_t bags = 0;
-  std::int64_t total = 0;  // N
-
-  std::int64_t begin(std::int64_t b) const { return offsets ? offsets[b] : b * hotness; }
-  std::int64_t end(std::int64_t b) const { return offsets ? offsets[b + 1] : (b + 1) * hotness; }
-  std::int64_t row(std::int64_t pos) const {
-    return idx64 ? static_cast<const std::int64_t*>(idx)[pos]
-                 : static_cast<const std::int32_t*>(idx)[pos];
-  }
-};
-
-BagView make_view(const Tensor& indices, const Tensor& offsets) {
-  BH_CHECK_AS(InvalidArgument, indices.defined(), "embedding bag: indices are undefined");
-  BH_CHECK_AS(InvalidArgument, indices.device().is_cpu(),
-              "embedding bag (cpu): indices must be a CPU tensor, got {}", indices.describe());
-  BH_CHECK_AS(InvalidArgument, indices.dtype() == DType::i32 || indices.dtype() == DType::i64,
-              "embedding bag: indices must be i32 or i64, got {}", indices.describe());
-  BH_CHECK_AS(InvalidArgument, indices.is_contiguous(),
-              "embedding bag: indices must be contiguous, got {}", indices.describe());
-  BagView v;
-  v.idx = indices.raw_data();
-  v.idx64 = indices.dtype() == DType::i64;
-  v.total = indices.numel();
-  if (!offsets.defined()) {
-    BH_CHECK_AS(InvalidArgument, indices.dim() == 2,
-                "embedding bag: without offsets, indices must be [bags, hotness], got {}",
-                indices.describe());
-    v.bags = indices.size(0);
-    v.hotness = indices.size(1);
-    return v;
-  }
-  BH_CHECK_AS(InvalidArgument, indices.dim() == 1,
-              "embedding bag: with offsets, indices must be 1-D, got {}", indices.describe());
-  BH_CHECK_AS(InvalidArgument,
-              offsets.dtype() == DType::i64 && offsets.dim() == 1 && offsets.numel() >= 1 &&
-                  offsets.is_contiguous() && offsets.device().is_cpu(),
-              "embedding bag: offsets must be a contiguous CPU i64 [bags + 1], got {}",
-              offsets.describe());
-  v.offsets = offsets.data<std::int64_t>();
-  v.bags = offsets.numel() - 1;
-  BH_CHECK_AS(InvalidArgument, v.offsets[0] == 0 && v.offsets[v.bags] == v.total,
-              "embedding bag: offsets must start at 0 and end at the number of indices ({}), got "
-              "{} .. {}", v.total, v.offsets[0], v.offsets[v.bags]);
-  for (std::int64_t b = 0; b < v.bags; ++b)
-    BH_CHECK_AS(InvalidArgument, v.offsets[b] <= v.offsets[b + 1],
-                "embedding bag: offsets must not decrease (offsets[{}] = {} > offsets[{}] = {})", b,
-                v.offsets[b], b + 1, v.offsets[b + 1]);
-  return v;
-}
 
 void check_f32_matrix(const Tensor& t, const char* what) {
   BH_CHECK_AS(InvalidArgument,
@@ -104,28 +42,6 @@ void check_f32_matrix(const Tensor& t, const char* what) {
               "embedding bag (cpu): {} must be a contiguous CPU f32 matrix, got {}", what,
               t.defined() ? t.describe() : std::string("undefined"));
 }
-
-}  // namespace
-
-std::int64_t embedding_bag_count(const Tensor& indices, const Tensor& offsets) {
-  if (indices.defined() && !indices.device().is_cpu()) {
-    // Device-resident ids: the count comes from the shapes alone (reading offsets would cost a
-    // synchronising copy); the device kernels check the ids and offsets themselves.
-    if (!offsets.defined()) {
-      BH_CHECK_AS(InvalidArgument, indices.dim() == 2,
-                  "embedding bag: without offsets, indices must be [bags, hotness], got {}",
-                  indices.describe());
-      return indices.size(0);
-    }
-    BH_CHECK_AS(InvalidArgument, indices.dim() == 1 && offsets.dim() == 1 && offsets.numel() >= 1,
-                "embedding bag: with offsets, indices must be 1-D and offsets [bags + 1], got {} and {}",
-                indices.describe(), offsets.describe());
-    return offsets.numel() - 1;
-  }
-  return make_view(indices, offsets).bags;
-}
-
-namespace {
 
 // ---- forward: oneTBB over bags, and the plain reference ----
 
@@ -434,92 +350,4 @@ const bool registered = [] {
 }();
 
 }  // namespace
-
-void embedding_bag_forward(Tensor& out, const Tensor& weight, const Tensor& indices,
-                           const Tensor& offsets, BagPooling pooling) {
-  OpCall c;
-  c.inputs = {weight, indices, offsets};
-  c.outputs = {out};
-  c.attrs.set("pooling", pooling == BagPooling::sum ? 0 : 1);
-  dispatch("embedding_bag_forward", c);
-}
-
-Tensor embedding_bag_backward(const Tensor& dout, const Tensor& indices, const Tensor& offsets,
-                              BagPooling pooling, Tensor& grad_weight) {
-  const std::int64_t n = indices.defined() ? indices.numel() : 0;
-  OpCall c;
-  c.inputs = {dout, indices, offsets};
-  c.outputs = {grad_weight, Tensor::empty({n}, DType::i64), Tensor::empty({1}, DType::i64)};
-  c.attrs.set("pooling", pooling == BagPooling::sum ? 0 : 1);
-  dispatch("embedding_bag_backward", c);
-  const std::int64_t touched = c.outputs[2].data<std::int64_t>()[0];
-  return c.outputs[1].slice(0, 0, touched);
-}
-
-Tensor merge_sorted_rows(const Tensor& a, const Tensor& b) {
-  if (!a.defined() || a.numel() == 0) return b;
-  if (!b.defined() || b.numel() == 0) return a;
-  BH_CHECK_AS(InvalidArgument, a.dtype() == DType::i64 && b.dtype() == DType::i64,
-              "merge_sorted_rows: row lists must be i64, got {} and {}", a.describe(), b.describe());
-  const std::int64_t* pa = a.data<std::int64_t>();
-  const std::int64_t* pb = b.data<std::int64_t>();
-  std::vector<std::int64_t> out;
-  out.reserve(static_cast<std::size_t>(a.numel() + b.numel()));
-  std::set_union(pa, pa + a.numel(), pb, pb + b.numel(), std::back_inserter(out));
-  const auto size = static_cast<std::int64_t>(out.size());
-  return Tensor::from_vector_i64(out, {size});
-}
-
-void zero_sparse_grad(Parameter& p) {
-  if (!p.sparse_rows.defined()) return;
-  BH_CHECK_AS(InvalidArgument,
-              p.grad.defined() && p.grad.dtype() == DType::f32 && p.grad.dim() == 2 &&
-                  p.grad.is_contiguous(),
-              "zero_sparse_grad: the gradient of '{}' must be a contiguous f32 matrix, got {}",
-              p.name, p.grad.defined() ? p.grad.describe() : std::string("undefined"));
-  OpCall c;
-  c.inputs = {p.sparse_rows};
-  c.outputs = {p.grad};
-  OpRegistry::instance().select(OpRegistry::instance().get("zero_rows"), c, p.grad.device().type).run(c);
-  p.sparse_rows = Tensor();
-}
-
-EmbeddingBag::EmbeddingBag(std::int64_t num_rows, std::int64_t dim, BagPooling pooling,
-                           bool sparse_grad, Device device)
-    : num_rows_(num_rows), dim_(dim), pooling_(pooling), sparse_grad_(sparse_grad) {
-  BH_CHECK_AS(InvalidArgument, num_rows > 0 && dim > 0,
-              "EmbeddingBag needs num_rows > 0 and dim > 0, got [{}, {}]", num_rows, dim);
-  weight_ = &register_parameter("weight", Tensor::zeros({num_rows, dim}, DType::f32, device),
-                                /*weight_decay=*/false);
-}
-
-Tensor EmbeddingBag::forward(const Tensor& indices, const Tensor& offsets) {
-  const std::int64_t bags = embedding_bag_count(indices, offsets);
-  Tensor out = Tensor::empty({bags, dim_}, DType::f32, weight_->value.device());
-  embedding_bag_forward(out, weight_->value, indices, offsets, pooling_);
-  last_indices_ = indices;
-  last_offsets_ = offsets;
-  // Pooled in f32 from the f32 table; stored in the embedding class's type (nn/module.hpp,
-  // Note [Layers under a precision policy]).
-  return cast(out, precision().storage_dtype(OpClass::embedding));
-}
-
-void EmbeddingBag::backward(const Tensor& dout) {
-  BH_CHECK_AS(InvalidArgument, last_indices_.defined(),
-              "EmbeddingBag::backward called before forward");
-  // The scatter adds into the f32 table gradient, so it reads an f32 dout ([bags, dim]: small).
-  const Tensor d = cast(dout, DType::f32);
-  Tensor touched = embedding_bag_backward(d.is_contiguous() ? d : d.contiguous(), last_indices_,
-                                          last_offsets_, pooling_, weight_->grad);
-  if (sparse_grad_) weight_->sparse_rows = merge_sorted_rows(weight_->sparse_rows, touched);
-  weight_->mark_grad_ready();
-}
-
-void EmbeddingBag::zero_grad_fast() {
-  if (sparse_grad_)
-    zero_sparse_grad(*weight_);
-  else
-    weight_->grad.zero_();
-}
-
 }  // namespace benchhost::nn

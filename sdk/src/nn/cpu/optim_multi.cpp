@@ -1,5 +1,5 @@
 // CPU implementations of the multi-tensor optimizer ops (Note [Multi-tensor optimizer ops] in
-// optim/multi_tensor.hpp). These are the only CPU definition of each update rule: the
+// nn/multi_tensor.hpp). These are the only CPU definition of each update rule: the
 // optimizers, clipping, EMA and the loss scaler dispatch to them, and the parity test compares
 // the CUDA implementations against them. Each is a plain element loop over [begin, end) spans
 // that the compiler vectorises (decisions hoisted per tensor; Note [Vectorising optimizer
@@ -9,18 +9,18 @@
 #include <cstring>
 
 #include "nn/cpu/cpu_common.hpp"
-#include "optim/multi_tensor.hpp"
-#include "optim/parallel.hpp"
+#include "nn/multi_tensor.hpp"
+#include "nn/parallel.hpp"
 
 namespace benchhost::nn::cpu {
 namespace {
 
-using optim::detail::check_multi_tensor_call;
-using optim::detail::for_each_span;
-using optim::detail::kBlock;
-using optim::detail::span_sum;
-using optim::detail::sqrt_inplace;
-using optim::detail::sum_squares;
+using detail::check_multi_tensor_call;
+using detail::for_each_span;
+using detail::kBlock;
+using detail::span_sum;
+using detail::sqrt_inplace;
+using detail::sum_squares;
 
 template <class F>
 void for_each_tensor(std::size_t n, F&& f) {
@@ -83,7 +83,7 @@ void lars(OpCall& c) {
         return std::array<double, 2>{sum_squares(w + b, e - b), sum_squares(g + b, e - b)};
       });
       wd = wd_all;
-      ratio = optim::detail::lars_trust_ratio(true, std::sqrt(s[0]), std::sqrt(s[1]), eta, wd, eps);
+      ratio = detail::lars_trust_ratio(true, std::sqrt(s[0]), std::sqrt(s[1]), eta, wd, eps);
     }
     ratios[i] = ratio;
     const float scaled_lr = decay ? lr * ratio : lr;
@@ -107,8 +107,8 @@ void lamb(OpCall& c) {
   const float eps = fattr(c, "epsilon"), wd_all = fattr(c, "weight_decay");
   const double t = c.attrs.get("step");
   const bool bc = c.attrs.get_bool("bias_correction", true);
-  const float inv_bc1 = optim::detail::inverse_bias_correction(b1, t, bc);
-  const float inv_bc2 = optim::detail::inverse_bias_correction(b2, t, bc);
+  const float inv_bc1 = detail::inverse_bias_correction(b1, t, bc);
+  const float inv_bc2 = detail::inverse_bias_correction(b2, t, bc);
   float* ratios = trust.data<float>();
   const Tensor none;
   for_each_tensor(n, [&](std::size_t i) {
@@ -137,7 +137,7 @@ void lamb(OpCall& c) {
       }
       return std::array<double, 2>{ww, uu};
     });
-    const float ratio = optim::detail::lamb_trust_ratio(decay, std::sqrt(s[0]), std::sqrt(s[1]));
+    const float ratio = detail::lamb_trust_ratio(decay, std::sqrt(s[0]), std::sqrt(s[1]));
     ratios[i] = ratio;
     const float step = lr * ratio;
     for_each_span(c.outputs[i], none, [&](std::int64_t b, std::int64_t e) {
@@ -162,8 +162,8 @@ void adam(OpCall& c) {
   const float eps = fattr(c, "epsilon"), wd_all = fattr(c, "weight_decay");
   const bool decoupled = c.attrs.get_bool("decoupled");
   const double t = c.attrs.get("step");
-  const float inv_bc1 = optim::detail::inverse_bias_correction(b1, t);
-  const float inv_bc2 = optim::detail::inverse_bias_correction(b2, t);
+  const float inv_bc1 = detail::inverse_bias_correction(b1, t);
+  const float inv_bc2 = detail::inverse_bias_correction(b2, t);
   for_each_tensor(n, [&](std::size_t i) {
     float* w = c.outputs[i].data<float>();
     float* m = c.outputs[n + i].data<float>();
@@ -284,7 +284,7 @@ void fill(OpCall& c) {
   const float value = v.data<float>()[0];
   for_each_tensor(n, [&](std::size_t i) {
     float* x = c.outputs[i].data<float>();
-    optim::detail::parallel_chunks(c.outputs[i].numel(), [&](std::int64_t b, std::int64_t e) { std::fill(x + b, x + e, value); });
+    detail::parallel_chunks(c.outputs[i].numel(), [&](std::int64_t b, std::int64_t e) { std::fill(x + b, x + e, value); });
   });
 }
 
@@ -419,37 +419,37 @@ std::vector<OpCall> fill_cases(std::uint64_t seed) {
 OpImpl cpu_ref(void (*run)(OpCall&)) { return OpImpl{"cpu.ref", DeviceType::cpu, 0, nullptr, run, true}; }
 
 const bool registered = [] {
-  register_op(OpDef{optim::detail::kSgdOp,
+  register_op(OpDef{detail::kSgdOp,
                     "fused SGD (momentum, nesterov, L2 decay): in {grad[n], rows[n]}, out {w[n], momentum_buf[n]}; "
                     "attrs lr, momentum, nesterov, weight_decay, decay (ints)",
                     sgd_cases, 1e-5, 1e-5, {cpu_ref(sgd)}});
-  register_op(OpDef{optim::detail::kLarsOp,
+  register_op(OpDef{detail::kLarsOp,
                     "fused LARS: in {grad[n]}, out {w[n], velocity[n], trust [n]}; attrs lr, momentum, weight_decay, "
                     "eta, epsilon, decay (ints)",
                     lars_cases, 1e-5, 1e-5, {cpu_ref(lars)}});
-  register_op(OpDef{optim::detail::kLambOp,
+  register_op(OpDef{detail::kLambOp,
                     "fused LAMB: in {grad[n]}, out {w[n], exp_avg[n], exp_avg_sq[n], trust [n]}; attrs lr, beta1, "
                     "beta2, epsilon, weight_decay, step, bias_correction, decay (ints)",
                     lamb_cases, 1e-5, 1e-5, {cpu_ref(lamb)}});
-  register_op(OpDef{optim::detail::kAdamOp,
+  register_op(OpDef{detail::kAdamOp,
                     "fused Adam/AdamW: in {grad[n], rows[n]}, out {w[n], exp_avg[n], exp_avg_sq[n]}; attrs lr, "
                     "beta1, beta2, epsilon, weight_decay, step, decoupled, decay (ints)",
                     adam_cases, 1e-5, 1e-5, {cpu_ref(adam)}});
-  register_op(OpDef{optim::detail::kAdagradOp,
+  register_op(OpDef{detail::kAdagradOp,
                     "fused Adagrad: in {grad[n], rows[n]}, out {w[n], sum[n]}; attrs lr (decayed), epsilon, "
                     "weight_decay, decay (ints)",
                     adagrad_cases, 1e-5, 1e-5, {cpu_ref(adagrad)}});
-  register_op(OpDef{optim::detail::kSumSqOp,
+  register_op(OpDef{detail::kSumSqOp,
                     "per-tensor sum of squares (deterministic): in {x[n], rows[n]}, out {sumsq f64 [n]}",
                     sumsq_cases, 1e-6, 1e-6, {cpu_ref(sumsq)}});
-  register_op(OpDef{optim::detail::kScaleCheckOp,
+  register_op(OpDef{detail::kScaleCheckOp,
                     "x *= mul over the meaningful spans, found_inf = 1 if any result is Inf/NaN else 0: "
                     "in {mul f32 [1], rows[n]}, out {x[n], found_inf f32 [1]}",
                     scale_check_cases, 1e-6, 1e-6, {cpu_ref(scale_check)}});
-  register_op(OpDef{optim::detail::kLerpOp,
+  register_op(OpDef{detail::kLerpOp,
                     "shadow = decay * shadow + (1 - decay) * w: in {w[n]}, out {shadow[n]}; attr decay",
                     lerp_cases, 1e-6, 1e-6, {cpu_ref(lerp)}});
-  register_op(OpDef{optim::detail::kFillOp, "x[i][:] = value (zero_grad on devices): in {value f32 [1]}, out {x[n]}",
+  register_op(OpDef{detail::kFillOp, "x[i][:] = value (zero_grad on devices): in {value f32 [1]}, out {x[n]}",
                     fill_cases, 0.0, 0.0, {cpu_ref(fill)}});
   return true;
 }();

@@ -1,5 +1,6 @@
-// Max, average and global average pooling: the public functions of nn/conv.hpp, the op
-// declarations and the oneDNN CPU implementation, forward and backward.
+// Max and average pooling: the op declarations and the oneDNN CPU implementation, forward and
+// backward. The public functions of nn/conv.hpp (global average pooling among them) are in
+// nn/conv.cpp.
 //
 // Layout and precision: fp32 NCHW or NHWC in place (oneDNN's JIT pooling reads both plain
 // layouts). Global average pooling is an average pooling whose window is the whole image.
@@ -10,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "nn/cpu/conv_common.hpp"
+#include "nn/conv_common.hpp"
 #include "nn/cpu/conv_dnnl.hpp"
 
 namespace benchhost::nn {
@@ -106,97 +107,6 @@ void onednn_pool_backward(OpCall& call, bool max) {
   e.bwd.execute(cpu_stream(), args);
   cpu_stream().wait();
 }
-
-Tensor pool_forward(const Tensor& x, const Pool2dSpec& s, bool max, const char* op) {
-  check_floating(x, op, "input");
-  const PoolGeometry g = pool_geometry(x.shape(), s, op);
-  OpCall call;
-  call.inputs = {x.contiguous()};
-  call.outputs = {Tensor::empty(image_shape(g.y, s.layout), x.dtype(), x.device())};
-  call.attrs = pool_attrs(s);
-  dispatch(max ? "max_pool2d_forward" : "avg_pool2d_forward", call);
-  return call.outputs[0];
-}
-
-Tensor pool_backward(const Tensor& dy, const Shape& x_shape, const Pool2dSpec& s, const Tensor* x,
-                     const Tensor* y, const char* op) {
-  check_floating(dy, op, "output gradient");
-  const PoolGeometry g = pool_geometry(x_shape, s, op);
-  BH_CHECK_AS(InvalidArgument, dy.shape() == image_shape(g.y, s.layout),
-              "{}: output gradient {} does not match the forward output {}", op,
-              shape_str(dy.shape()), shape_str(image_shape(g.y, s.layout)));
-  OpCall call;
-  call.inputs = {dy.contiguous()};
-  if (x != nullptr) {
-    check_floating(*x, op, "forward input");
-    check_floating(*y, op, "forward output");
-    BH_CHECK_AS(InvalidArgument, y->shape() == dy.shape(),
-                "{}: forward output {} does not match the output gradient {}", op,
-                shape_str(y->shape()), shape_str(dy.shape()));
-    call.inputs.push_back(x->contiguous());
-    call.inputs.push_back(y->contiguous());
-  }
-  call.outputs = {Tensor::empty(x_shape, dy.dtype(), dy.device())};
-  call.attrs = pool_attrs(s);
-  dispatch(x != nullptr ? "max_pool2d_backward" : "avg_pool2d_backward", call);
-  return call.outputs[0];
-}
-
-Pool2dSpec global_spec(const Shape& x_shape, ImageLayout layout) {
-  const ImageDims d = image_dims(x_shape, layout, "global_avg_pool input");
-  Pool2dSpec s;
-  s.kernel_h = s.stride_h = d.h;
-  s.kernel_w = s.stride_w = d.w;
-  s.pad_h = s.pad_w = 0;
-  s.count_include_pad = true;
-  s.layout = layout;
-  return s;
-}
-
-}  // namespace
-
-Shape pool2d_output_shape(const Shape& x, const Pool2dSpec& spec) {
-  return image_shape(pool_geometry(x, spec, "pool2d").y, spec.layout);
-}
-
-Tensor max_pool2d_forward(const Tensor& x, const Pool2dSpec& spec) {
-  return pool_forward(x, spec, true, "max_pool2d_forward");
-}
-
-Tensor max_pool2d_backward(const Tensor& dy, const Tensor& x, const Tensor& y,
-                           const Pool2dSpec& spec) {
-  BH_CHECK_AS(InvalidArgument, x.defined() && y.defined(),
-              "max_pool2d_backward: needs the forward input and output");
-  return pool_backward(dy, x.shape(), spec, &x, &y, "max_pool2d_backward");
-}
-
-Tensor avg_pool2d_forward(const Tensor& x, const Pool2dSpec& spec) {
-  return pool_forward(x, spec, false, "avg_pool2d_forward");
-}
-
-Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dSpec& spec) {
-  return pool_backward(dy, x_shape, spec, nullptr, nullptr, "avg_pool2d_backward");
-}
-
-Tensor global_avg_pool_forward(const Tensor& x, ImageLayout layout) {
-  const Pool2dSpec s = global_spec(x.shape(), layout);
-  Tensor y = pool_forward(x, s, false, "global_avg_pool_forward");
-  // [N, C, 1, 1] and [N, 1, 1, C] hold the same bytes as [N, C].
-  return y.view({y.numel() / image_dims(x.shape(), layout, "global_avg_pool").c,
-                 image_dims(x.shape(), layout, "global_avg_pool").c});
-}
-
-Tensor global_avg_pool_backward(const Tensor& dy, const Shape& x_shape, ImageLayout layout) {
-  const Pool2dSpec s = global_spec(x_shape, layout);
-  const ImageDims d = image_dims(x_shape, layout, "global_avg_pool_backward");
-  BH_CHECK_AS(InvalidArgument, dy.shape() == Shape({d.n, d.c}),
-              "global_avg_pool_backward: output gradient {} should be [{}, {}]",
-              shape_str(dy.shape()), d.n, d.c);
-  const Tensor dy4 = dy.contiguous().view(image_shape({d.n, d.c, 1, 1}, layout));
-  return pool_backward(dy4, x_shape, s, nullptr, nullptr, "global_avg_pool_backward");
-}
-
-namespace {
 
 std::string onednn_accepts(const OpCall& call) {
   for (const Tensor& t : call.inputs)

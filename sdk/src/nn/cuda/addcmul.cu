@@ -1,5 +1,5 @@
 // addcmul on CUDA: out = c + alpha * (a * b), or alpha * (a * b) without c (mul). Operand
-// rules: nn/cpu/addcmul_common.hpp.
+// rules: nn/addcmul_common.hpp.
 //
 // Layout: contiguous tensors as flat arrays, one grid-stride loop; b is a suffix-shape
 // broadcast (element i uses b[i % b.numel()]). out may alias c or a, so no pointer is
@@ -11,7 +11,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "nn/cpu/addcmul_common.hpp"
+#include "nn/addcmul_common.hpp"
 #include "nn/cuda/cuda_common.hpp"
 #include "nn/cuda/storage.hpp"
 

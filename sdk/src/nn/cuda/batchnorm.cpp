@@ -4,7 +4,7 @@
 // The activation-shaped tensors share one storage type (f32, f16 or bf16), the [C] vectors are
 // f32: the calls of a mixed-precision network (half activations, f32 parameters and statistics).
 
-#include "nn/cpu/conv_common.hpp"
+#include "nn/conv_common.hpp"
 #include "nn/cuda/cuda_common.hpp"
 #include "nn/cuda/image_kernels.hpp"
 #include "nn/cuda/storage.hpp"

@@ -1,5 +1,5 @@
 // CUDA 2-d convolution through cuDNN's legacy convolution API: conv2d_forward,
-// conv2d_backward_data, conv2d_backward_weights (op contracts in sdk/src/nn/cpu/conv_common.hpp).
+// conv2d_backward_data, conv2d_backward_weights (op contracts in sdk/src/nn/conv_common.hpp).
 //
 // Layout and precision: f32 activations in NCHW or NHWC as the op's layout attribute says, used
 // in place. Weights are OIHW in every layout (nn/conv.hpp); with NHWC activations cuDNN's fast
@@ -36,7 +36,7 @@
 
 #include "benchhost/nn/math_mode.hpp"
 #include "benchhost/nn/ops.hpp"
-#include "nn/cpu/conv_common.hpp"
+#include "nn/conv_common.hpp"
 #include "nn/cuda/cudnn_common.hpp"
 
 namespace benchhost::nn::cuda {

@@ -1,5 +1,5 @@
 // CUDA implementations of the multi-tensor optimizer ops (Note [Multi-tensor optimizer ops] in
-// optim/multi_tensor.hpp): SGD, LARS, LAMB, Adam/AdamW, Adagrad (dense and sparse rows),
+// nn/multi_tensor.hpp): SGD, LARS, LAMB, Adam/AdamW, Adagrad (dense and sparse rows),
 // per-tensor sums of squares (clipping), unscale-and-check-finite (loss scaling), lerp (EMA) and
 // fill (zero_grad).
 //
@@ -14,7 +14,7 @@
 #include <algorithm>
 
 #include "nn/cuda/optim_common.hpp"
-#include "optim/multi_tensor.hpp"
+#include "nn/multi_tensor.hpp"
 
 namespace benchhost::nn::cuda {
 namespace mt {
@@ -138,7 +138,7 @@ struct LarsOp {
   __device__ float block_scalar(const Table<3>& t, int ti) const {
     const int id = t.id[ti];
     const bool decay = t.decay[ti] != 0;
-    const float ratio = optim::detail::lars_trust_ratio(decay, sqrt(totals[2 * id]), sqrt(totals[2 * id + 1]),
+    const float ratio = detail::lars_trust_ratio(decay, sqrt(totals[2 * id]), sqrt(totals[2 * id + 1]),
                                                         eta, t.wd[ti], epsilon);
     if (t.block_chunk[blockIdx.x] == 0 && threadIdx.x == 0) trust[id] = ratio;
     return decay ? lr * ratio : lr;
@@ -189,7 +189,7 @@ struct LambUpdateOp {
   float* trust;
   __device__ float block_scalar(const Table<3>& t, int ti) const {
     const int id = t.id[ti];
-    const float ratio = optim::detail::lamb_trust_ratio(t.decay[ti] != 0, sqrt(totals[2 * id]), sqrt(totals[2 * id + 1]));
+    const float ratio = detail::lamb_trust_ratio(t.decay[ti] != 0, sqrt(totals[2 * id]), sqrt(totals[2 * id + 1]));
     if (t.block_chunk[blockIdx.x] == 0 && threadIdx.x == 0) trust[id] = ratio;
     return p.lr * ratio;
   }
@@ -336,12 +336,12 @@ std::string accept_cuda(const OpCall& c) {
   return {};
 }
 
-using optim::detail::check_multi_tensor_call;
+using detail::check_multi_tensor_call;
 
 // ---- ops ----------------------------------------------------------------------------------------
 
 void sgd(OpCall& c) {
-  const std::size_t n = check_multi_tensor_call(c, optim::detail::kSgdOp, DeviceType::cuda, 0, 1, 2, 0, true, true);
+  const std::size_t n = check_multi_tensor_call(c, detail::kSgdOp, DeviceType::cuda, 0, 1, 2, 0, true, true);
   if (n == 0) return;
   set_device_of(c.outputs[0]);
   const Tensor* o = c.outputs.data();
@@ -352,7 +352,7 @@ void sgd(OpCall& c) {
 }
 
 void lars(OpCall& c) {
-  const std::size_t n = check_multi_tensor_call(c, optim::detail::kLarsOp, DeviceType::cuda, 0, 1, 2, 1, false, true);
+  const std::size_t n = check_multi_tensor_call(c, detail::kLarsOp, DeviceType::cuda, 0, 1, 2, 1, false, true);
   Tensor& trust = c.outputs[2 * n];
   BH_CHECK_AS(InvalidArgument, trust.numel() == static_cast<std::int64_t>(n) && trust.dtype() == DType::f32,
               "optim_lars_multi: trust must be f32 with {} elements, is {}", n, trust.describe());
@@ -376,12 +376,12 @@ LambParams lamb_params(const OpCall& c, bool bias_correction) {
   const double t = c.attrs.get("step");
   const float b1 = fattr(c, "beta1"), b2 = fattr(c, "beta2");
   return LambParams{fattr(c, "lr"), b1, b2, fattr(c, "epsilon"),
-                    optim::detail::inverse_bias_correction(b1, t, bias_correction),
-                    optim::detail::inverse_bias_correction(b2, t, bias_correction)};
+                    detail::inverse_bias_correction(b1, t, bias_correction),
+                    detail::inverse_bias_correction(b2, t, bias_correction)};
 }
 
 void lamb(OpCall& c) {
-  const std::size_t n = check_multi_tensor_call(c, optim::detail::kLambOp, DeviceType::cuda, 0, 1, 3, 1, false, true);
+  const std::size_t n = check_multi_tensor_call(c, detail::kLambOp, DeviceType::cuda, 0, 1, 3, 1, false, true);
   Tensor& trust = c.outputs[3 * n];
   BH_CHECK_AS(InvalidArgument, trust.numel() == static_cast<std::int64_t>(n) && trust.dtype() == DType::f32,
               "optim_lamb_multi: trust must be f32 with {} elements, is {}", n, trust.describe());
@@ -409,7 +409,7 @@ void lamb(OpCall& c) {
 }
 
 void adam(OpCall& c) {
-  const std::size_t n = check_multi_tensor_call(c, optim::detail::kAdamOp, DeviceType::cuda, 0, 1, 3, 0, true, true);
+  const std::size_t n = check_multi_tensor_call(c, detail::kAdamOp, DeviceType::cuda, 0, 1, 3, 0, true, true);
   if (n == 0) return;
   set_device_of(c.outputs[0]);
   const Tensor* o = c.outputs.data();
@@ -419,7 +419,7 @@ void adam(OpCall& c) {
 }
 
 void adagrad(OpCall& c) {
-  const std::size_t n = check_multi_tensor_call(c, optim::detail::kAdagradOp, DeviceType::cuda, 0, 1, 2, 0, true, true);
+  const std::size_t n = check_multi_tensor_call(c, detail::kAdagradOp, DeviceType::cuda, 0, 1, 2, 0, true, true);
   if (n == 0) return;
   set_device_of(c.outputs[0]);
   const Tensor* o = c.outputs.data();
@@ -429,7 +429,7 @@ void adagrad(OpCall& c) {
 }
 
 void sumsq(OpCall& c) {
-  const std::size_t n = check_multi_tensor_call(c, optim::detail::kSumSqOp, DeviceType::cuda, 0, 1, 0, 1, true, false);
+  const std::size_t n = check_multi_tensor_call(c, detail::kSumSqOp, DeviceType::cuda, 0, 1, 0, 1, true, false);
   BH_CHECK_AS(InvalidArgument, c.outputs.size() == 1 && c.outputs[0].numel() == static_cast<std::int64_t>(n) &&
               c.outputs[0].dtype() == DType::f64,
               "multi_tensor_sumsq: output must be one f64 tensor of {} elements", n);
@@ -442,7 +442,7 @@ void sumsq(OpCall& c) {
 }
 
 void scale_check(OpCall& c) {
-  const std::size_t n = check_multi_tensor_call(c, optim::detail::kScaleCheckOp, DeviceType::cuda, 1, 0, 1, 1, true, false);
+  const std::size_t n = check_multi_tensor_call(c, detail::kScaleCheckOp, DeviceType::cuda, 1, 0, 1, 1, true, false);
   const Tensor& mul = c.inputs[0];
   Tensor& found = c.outputs[n];
   BH_CHECK_AS(InvalidArgument, mul.numel() == 1 && mul.dtype() == DType::f32 && found.numel() == 1 &&
@@ -457,7 +457,7 @@ void scale_check(OpCall& c) {
 }
 
 void lerp(OpCall& c) {
-  const std::size_t n = check_multi_tensor_call(c, optim::detail::kLerpOp, DeviceType::cuda, 0, 1, 1, 0, false, false);
+  const std::size_t n = check_multi_tensor_call(c, detail::kLerpOp, DeviceType::cuda, 0, 1, 1, 0, false, false);
   if (n == 0) return;
   set_device_of(c.outputs[0]);
   const float keep = fattr(c, "decay");
@@ -466,7 +466,7 @@ void lerp(OpCall& c) {
 }
 
 void fill_op(OpCall& c) {
-  const std::size_t n = check_multi_tensor_call(c, optim::detail::kFillOp, DeviceType::cuda, 1, 0, 1, 0, false, false);
+  const std::size_t n = check_multi_tensor_call(c, detail::kFillOp, DeviceType::cuda, 1, 0, 1, 0, false, false);
   const Tensor& v = c.inputs[0];
   BH_CHECK_AS(InvalidArgument, v.numel() == 1 && v.dtype() == DType::f32,
               "multi_tensor_fill: value must be an f32 tensor of one element, is {}", v.describe());
@@ -481,15 +481,15 @@ OpImpl cuda_impl(void (*run)(OpCall&)) {
 }
 
 const bool registered = [] {
-  register_op_impl(optim::detail::kSgdOp, cuda_impl(sgd));
-  register_op_impl(optim::detail::kLarsOp, cuda_impl(lars));
-  register_op_impl(optim::detail::kLambOp, cuda_impl(lamb));
-  register_op_impl(optim::detail::kAdamOp, cuda_impl(adam));
-  register_op_impl(optim::detail::kAdagradOp, cuda_impl(adagrad));
-  register_op_impl(optim::detail::kSumSqOp, cuda_impl(sumsq));
-  register_op_impl(optim::detail::kScaleCheckOp, cuda_impl(scale_check));
-  register_op_impl(optim::detail::kLerpOp, cuda_impl(lerp));
-  register_op_impl(optim::detail::kFillOp, cuda_impl(fill_op));
+  register_op_impl(detail::kSgdOp, cuda_impl(sgd));
+  register_op_impl(detail::kLarsOp, cuda_impl(lars));
+  register_op_impl(detail::kLambOp, cuda_impl(lamb));
+  register_op_impl(detail::kAdamOp, cuda_impl(adam));
+  register_op_impl(detail::kAdagradOp, cuda_impl(adagrad));
+  register_op_impl(detail::kSumSqOp, cuda_impl(sumsq));
+  register_op_impl(detail::kScaleCheckOp, cuda_impl(scale_check));
+  register_op_impl(detail::kLerpOp, cuda_impl(lerp));
+  register_op_impl(detail::kFillOp, cuda_impl(fill_op));
   return true;
 }();
 

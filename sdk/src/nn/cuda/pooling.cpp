@@ -3,7 +3,7 @@
 // registration. The kernels and their conventions are in pooling.cu. Images are f32, f16 or
 // bf16, one type per call.
 
-#include "nn/cpu/conv_common.hpp"
+#include "nn/conv_common.hpp"
 #include "nn/cuda/cuda_common.hpp"
 #include "nn/cuda/image_kernels.hpp"
 #include "nn/cuda/storage.hpp"

@@ -1,5 +1,5 @@
 // CUDA max and average pooling kernels, forward and backward (global average pooling is an
-// average pooling whose window is the whole image, see sdk/src/nn/cpu/pooling.cpp), with the
+// average pooling whose window is the whole image, see sdk/src/nn/conv.cpp), with the
 // conventions of the CPU reference (sdk/src/nn/cpu/conv_reference.cpp). The ops that launch
 // them are in pooling.cpp.
 //

@@ -1,5 +1,7 @@
 #pragma once
-// Internal helpers shared by the optimizers, clipping, EMA and the loss scaler.
+// Chunked parallel loops over the elements of a tensor (oneTBB), shared by the initialisers
+// (init.cpp), round_to_storage (precision.cpp), EMA and the CPU multi-tensor ops
+// (nn/cpu/optim_multi.cpp). Private to the SDK.
 //
 // Note [Deterministic chunked reductions]
 // Work over n elements is cut into fixed chunks of kChunk elements. Element-wise loops run the
@@ -24,7 +26,7 @@
 
 #include "benchhost/nn/module.hpp"
 
-namespace benchhost::optim::detail {
+namespace benchhost::nn::detail {
 
 constexpr std::int64_t kChunk = 16384;
 
@@ -146,21 +148,4 @@ std::array<double, K> grad_span_sum(const nn::Parameter& p, F&& f) {
   return span_sum<K>(p.value, p.sparse_rows, f);
 }
 
-/// Validate a parameter for the fp32 update paths (InvalidArgument / Unsupported with the
-/// parameter's name). `what` names the caller ("sgd", "clip_grad_norm"). The value may live on
-/// the CPU or on a CUDA device; the gradient must be on the same device; sparse_rows may be on
-/// either (they are checked on the host: one small device-to-host copy when they are on a GPU).
-void check_f32_parameter(const nn::Parameter& p, const char* what, bool need_grad,
-                         bool allow_sparse_rows);
-
-/// Parameters that live on one device, by index into the list.
-struct DeviceGroup {
-  Device device;
-  std::vector<std::size_t> index;
-};
-/// The parameters grouped by the device of their value, in order of first appearance.
-std::vector<DeviceGroup> group_by_device(const std::vector<nn::Parameter*>& params);
-/// p.sparse_rows on `device` (copied there when it lives elsewhere), or undefined.
-Tensor rows_on(const nn::Parameter& p, Device device);
-
-}  // namespace benchhost::optim::detail
+}  // namespace benchhost::nn::detail

@@ -1,7 +1,7 @@
 #pragma once
-// Shared by the convolution / batch norm / pooling ops and their implementations: op names,
-// the mapping between the public spec structs and registry attributes, and the output-shape
-// arithmetic. Private to the SDK.
+// Shared by the convolution / batch norm / pooling ops (their Tensor-level API in conv.cpp) and
+// their CPU and CUDA implementations: op names, the mapping between the public spec structs and
+// registry attributes, and the output-shape arithmetic. Private to the SDK.
 //
 // Registry calling conventions (inputs -> outputs; "+=" outputs accumulate):
 //   conv2d_forward           {x, w, bias?}                 -> {y}
@@ -168,9 +168,9 @@ inline std::int64_t act_offset(const ImageDims& d, ImageLayout layout, std::int6
                                      : ((n * d.h + h) * d.w + w) * d.c + c;
 }
 
-/// Each op is declared (doc, example cases, tolerance) in its own file (conv2d.cpp,
-/// batchnorm.cpp, pooling.cpp) next to its oneDNN implementation; the plain references are in
-/// conv_reference.cpp.
+/// Each op is declared (doc, example cases, tolerance) in its own file (nn/cpu/conv2d.cpp,
+/// nn/cpu/batchnorm.cpp, nn/cpu/pooling.cpp) next to its oneDNN implementation; the plain
+/// references are in nn/cpu/conv_reference.cpp.
 
 /// Seeded uniform values in [-1, 1) for the parity test's example cases.
 Tensor conv_random(const Shape& shape, std::uint64_t seed);

@@ -1,7 +1,9 @@
 #pragma once
 // The multi-tensor optimizer ops: their names, call layouts and the scalar formulas that the CPU
 // implementations (sdk/src/nn/cpu/optim_multi.cpp) and the CUDA ones
-// (sdk/src/nn/cuda/optim_multi.cu) share. Plain header: no oneTBB, usable from nvcc.
+// (sdk/src/nn/cuda/optim_multi.cu) share, and the helpers their callers (the optimizers,
+// clipping, EMA and the loss scaler) build a call with (multi_tensor.cpp). Plain header: no
+// oneTBB, usable from nvcc.
 //
 // Note [Multi-tensor optimizer ops]
 // The optimizers, clipping, EMA and the loss scaler do their element work through registered
@@ -31,12 +33,17 @@
 
 #include <cmath>
 #include <cstddef>
+#include <vector>
 
 #include "benchhost/error.hpp"
 #include "benchhost/nn/registry.hpp"
 #include "benchhost/random.hpp"  // BH_HOST_DEVICE
 
-namespace benchhost::optim::detail {
+namespace benchhost::nn {
+struct Parameter;
+}  // namespace benchhost::nn
+
+namespace benchhost::nn::detail {
 
 inline constexpr const char* kSgdOp = "optim_sgd_multi";
 inline constexpr const char* kLarsOp = "optim_lars_multi";
@@ -129,4 +136,21 @@ inline std::size_t check_multi_tensor_call(const nn::OpCall& c, const char* op, 
   return n;
 }
 
-}  // namespace benchhost::optim::detail
+/// Validate a parameter for the fp32 update paths (InvalidArgument / Unsupported with the
+/// parameter's name). `what` names the caller ("sgd", "clip_grad_norm"). The value may live on
+/// the CPU or on a CUDA device; the gradient must be on the same device; sparse_rows may be on
+/// either (they are checked on the host: one small device-to-host copy when they are on a GPU).
+void check_f32_parameter(const nn::Parameter& p, const char* what, bool need_grad,
+                         bool allow_sparse_rows);
+
+/// Parameters that live on one device, by index into the list.
+struct DeviceGroup {
+  Device device;
+  std::vector<std::size_t> index;
+};
+/// The parameters grouped by the device of their value, in order of first appearance.
+std::vector<DeviceGroup> group_by_device(const std::vector<nn::Parameter*>& params);
+/// p.sparse_rows on `device` (copied there when it lives elsewhere), or undefined.
+Tensor rows_on(const nn::Parameter& p, Device device);
+
+}  // namespace benchhost::nn::detail
