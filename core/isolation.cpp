@@ -256,6 +256,8 @@ class WorkerProcess {
 
 constexpr int kPollMilliseconds = 100;
 constexpr double kTermToKillSeconds = 2.0;
+// Note [Interrupts] (run_modes.cpp): how long a worker gets to stop between steps after a signal.
+constexpr double kInterruptGraceSeconds = 5.0;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -289,8 +291,9 @@ class Supervisor {
         return out;
       }
       const bool killed_by_interrupt =
-          !timed_out && WIFSIGNALED(worker_status_) &&
-          (WTERMSIG(worker_status_) == SIGINT || WTERMSIG(worker_status_) == SIGTERM);
+          !timed_out && (killed_after_interrupt_ || (WIFSIGNALED(worker_status_) &&
+                                                    (WTERMSIG(worker_status_) == SIGINT || WTERMSIG(worker_status_) == SIGTERM ||
+                                                     WTERMSIG(worker_status_) == SIGHUP)));
       if (point_) {
         RunRecord r = point_->record;
         const bool aborted = close_ttt_run(r);
@@ -298,7 +301,11 @@ class Supervisor {
           record_hung_point(r, aborted);
         } else if (killed_by_interrupt) {
           r.status = RunStatus::failed;
-          r.message = fmt::format("interrupted by signal {}; results so far were written", WTERMSIG(worker_status_));
+          r.message = killed_after_interrupt_
+                          ? fmt::format("interrupted by signal {} in a step that did not return within {} s (or a second "
+                                        "signal came), so its worker was killed; results so far were written",
+                                        received_signal(), kInterruptGraceSeconds)
+                          : fmt::format("interrupted by signal {}; results so far were written", WTERMSIG(worker_status_));
           out.interrupted = true;
         } else {
           record_crashed_point(r, aborted);
@@ -342,11 +349,23 @@ class Supervisor {
     page_->step.store(0, std::memory_order_relaxed);
     WorkerProcess worker(s_.argv, progress_fd_, first_point);
     bool eof = false, forwarded = false;
+    killed_after_interrupt_ = false;
+    Clock::time_point forwarded_at{};
     for (;;) {
       if (const int sig = received_signal(); sig != 0 && !forwarded) {
         worker.signal_group(sig);
         forwarded = true;
+        forwarded_at = Clock::now();
         interrupted_ = true;
+      }
+      // Note [Interrupts] (run_modes.cpp): a worker stuck in a step does not see the signal.
+      if (forwarded && (received_signal_count() > 1 || seconds_since(forwarded_at) > kInterruptGraceSeconds)) {
+        worker.signal_group(SIGKILL);
+        worker.reap(true);
+        if (!eof) pump(worker.read_fd());
+        worker_status_ = worker.wait_status();
+        killed_after_interrupt_ = true;
+        return false;
       }
       pollfd pfd{worker.read_fd(), POLLIN, 0};
       const int ready = ::poll(eof ? nullptr : &pfd, eof ? 0 : 1, kPollMilliseconds);
@@ -522,6 +541,7 @@ class Supervisor {
   int worker_status_ = 0;
   bool done_ = false;
   bool interrupted_ = false;
+  bool killed_after_interrupt_ = false;  ///< the worker was killed: it did not stop after a signal
   int started_points_ = 0;
   int last_index_ = -1;
   // Its open point.
@@ -539,6 +559,8 @@ std::optional<WorkerChannel> take_worker_channel() {
   if (!v) return std::nullopt;
   const std::string value = v;
   ::unsetenv(kWorkerEnvironmentVariable);
+  // Started through /proc/self/exe, the worker would show as "exe" in ps and top.
+  ::prctl(PR_SET_NAME, "benchhost-wrk");
   WorkerChannel c;
   char tail = 0;
   if (std::sscanf(value.c_str(), "%d,%d,%d%c", &c.events_fd, &c.progress_fd, &c.first_point, &tail) != 3 ||
@@ -557,6 +579,7 @@ std::unique_ptr<Reporter> make_worker_reporter(const WorkerChannel& channel) {
 double hard_timeout_grace_seconds(double timeout_seconds) { return std::max(10.0, timeout_seconds / 4); }
 
 SupervisedRun supervise_workers(const Settings& s, const LoadedPlugin& plugin, EventBus& bus, std::FILE* err) {
+  set_second_signal_ends_process(false);  // the supervisor kills its worker instead, and writes the reports
   Supervisor supervisor(s, plugin, bus, err);
   return supervisor.run();
 }

@@ -177,8 +177,13 @@ fs::path executable_dir() {
 // ---- WorkloadInstance ---------------------------------------------------------------------------
 
 namespace {
+// The plugin's message, read only within the buffer: a plugin that filled it without a
+// terminating NUL must not make the host read past it.
+std::string message_of(const bh_error& err) {
+  return std::string(err.message, ::strnlen(err.message, BH_ERROR_MESSAGE_CAPACITY));
+}
 [[noreturn]] void raise(const LoadedPlugin& p, const char* slot, bh_status st, const bh_error& err) {
-  std::string msg = err.message[0] ? std::string(err.message) : std::string("(no message)");
+  std::string msg = err.message[0] ? message_of(err) : std::string("(no message)");
   throw PluginError(st, fmt::format("{}.{}: {}", p.name, slot, msg), __FILE__, __LINE__);
 }
 void check(const LoadedPlugin& p, const char* slot, bh_status st, const bh_error& err) {
@@ -205,7 +210,7 @@ std::string WorkloadInstance::check_support(const LoadedPlugin& plugin, const bh
   bh_error err{};
   bh_status st = plugin.descriptor.check_support(&ctx, &err);
   if (st == BH_STATUS_OK) return {};
-  if (st == BH_STATUS_UNSUPPORTED) return err.message[0] ? err.message : "declined by check_support";
+  if (st == BH_STATUS_UNSUPPORTED) return err.message[0] ? message_of(err) : "declined by check_support";
   raise(plugin, "check_support", st, err);
 }
 

@@ -34,8 +34,26 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
+volatile std::sig_atomic_t g_signal_count = 0;
+volatile std::sig_atomic_t g_second_signal_ends_process = 1;
 
-extern "C" void on_signal(int sig) { g_signal = sig; }
+// Note [Interrupts]
+// The first SIGINT, SIGTERM or SIGHUP asks the run to stop between steps: the point in progress
+// ends, what was measured is written (MLLOG run_stop aborted) and the host exits 130. A step that
+// never returns would make that wait forever, so a second signal ends it: in a supervisor the
+// worker is killed (isolation.cpp; also after a grace period without a second signal), in a
+// process that runs the plugin itself (--no-isolation, a launcher's rank) the process ends at once
+// by that signal, keeping what the reports already hold.
+extern "C" void on_signal(int sig) {
+  g_signal = sig;
+  g_signal_count = g_signal_count + 1;
+  if (g_signal_count >= 2 && g_second_signal_ends_process) {
+    static const char msg[] = "benchhost: second interrupt: stopping now (the reports keep what they hold)\n";
+    [[maybe_unused]] const auto n = ::write(2, msg, sizeof msg - 1);
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+}
 
 double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
@@ -774,12 +792,15 @@ void install_signal_handlers() {
   sa.sa_flags = 0;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
   // A file-size limit (ulimit -f) makes a write fail with EFBIG, reported like a full disk
   // (Note [A report that cannot be written]), instead of killing the host with SIGXFSZ.
   std::signal(SIGXFSZ, SIG_IGN);
 }
 
 int received_signal() { return g_signal; }
+int received_signal_count() { return g_signal_count; }
+void set_second_signal_ends_process(bool ends) { g_second_signal_ends_process = ends ? 1 : 0; }
 void raise_interrupt_for_testing(int sig) { g_signal = sig; }
 
 }  // namespace benchhost::host

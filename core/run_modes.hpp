@@ -49,6 +49,10 @@ double device_peak_tflops(const Settings& s, std::string* why);
 /// SIGINT/SIGTERM: handlers set a flag; run loops stop at the next step and report what they have.
 void install_signal_handlers();
 int received_signal();  ///< 0 when none
+int received_signal_count();  ///< SIGINT/SIGTERM/SIGHUP received so far (Note [Interrupts], run_modes.cpp)
+/// Whether a second signal ends this process at once (true, the default) or is left to the
+/// caller (a supervisor, which kills its worker instead).
+void set_second_signal_ends_process(bool ends);
 void raise_interrupt_for_testing(int sig);
 
 }  // namespace benchhost::host

@@ -68,6 +68,31 @@ void expect_middle_point_lost(const bhtest::Process& p, const Reports& out, cons
   EXPECT_NE(p.output.find(message), std::string::npos) << p.output;  // on the console too
 }
 
+// Start the real executable with `args` (no shell), stdout and stderr into `log`.
+pid_t start_benchhost(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> all{BENCHHOST_EXECUTABLE};
+  all.insert(all.end(), args.begin(), args.end());
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, STDOUT_FILENO);
+    ::dup2(fd, STDERR_FILENO);
+    std::vector<char*> argv;
+    for (const auto& a : all) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Wait for `pid`; the seconds it took.
+double wait_seconds(pid_t pid, int* status) {
+  const auto start = std::chrono::steady_clock::now();
+  ::waitpid(pid, status, 0);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 }  // namespace
 
 TEST(Isolation, SegfaultInOneSweepPointCostsThatPointOnly) {
@@ -178,21 +203,10 @@ TEST(Isolation, ReportOfARunThatDoesNotCrashIsTheSameWithoutIsolation) {
 TEST(Isolation, InterruptIsForwardedToTheWorkerAndEndsTheRunAsBefore) {
   Reports out("interrupt");
   const std::string log = (out.tmp.path / "console.txt").string();
-  const std::vector<std::string> args{BENCHHOST_EXECUTABLE, "--plugin-dir", bhtest::plugin_dir().string(),
-                                      "--plugin", "null", "--mode", "train", "-b", "1,2", "-i", "2000000000",
-                                      "-o", out.json_path.string()};
-  const pid_t pid = ::fork();
+  const pid_t pid = start_benchhost({"--plugin-dir", bhtest::plugin_dir().string(), "--plugin", "null", "--mode", "train",
+                                     "-b", "1,2", "-i", "2000000000", "-o", out.json_path.string()},
+                                    log);
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, STDOUT_FILENO);
-    ::dup2(fd, STDERR_FILENO);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
   std::this_thread::sleep_for(std::chrono::seconds(2));  // into the first point's two billion steps
   ::kill(pid, SIGINT);  // the supervisor only, as `kill -INT` would
   int status = 0;
@@ -209,4 +223,54 @@ TEST(Isolation, InterruptIsForwardedToTheWorkerAndEndsTheRunAsBefore) {
     EXPECT_EQ(j["results"][0]["status"], "FAILED");
     EXPECT_NE(j["results"][0]["message"].get<std::string>().find("interrupted by signal 2"), std::string::npos);
   }
+}
+
+// Note [Interrupts]: a step that never returns does not see the signal; the supervisor kills its
+// worker after the grace, records the point and ends the run (here by SIGHUP, a closed terminal).
+TEST(Isolation, HangupDuringAStepThatNeverReturnsEndsTheRunWithinTheGrace) {
+  Reports out("hangup");
+  const std::string log = (out.tmp.path / "console.txt").string();
+  const pid_t pid = start_benchhost({"--plugin-dir", bhtest::plugin_dir().string(), "--plugin", "crash", "--crash.how",
+                                     "hang", "--mode", "train", "-b", "4,16", "-w", "0", "-i", "4", "-o",
+                                     out.json_path.string()},
+                                    log);
+  ASSERT_GE(pid, 0);
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // b=16 hangs in its third step
+  ::kill(pid, SIGHUP);
+  int status = 0;
+  const double took = wait_seconds(pid, &status);
+  ASSERT_TRUE(WIFEXITED(status)) << bhtest::read_file(log);
+  EXPECT_EQ(WEXITSTATUS(status), kExitInterrupted) << bhtest::read_file(log);
+  EXPECT_LT(took, 20.0) << "the 5 s grace, not forever";
+  const json j = out.report();
+  ASSERT_EQ(j["results"].size(), 2u) << j.dump(2);
+  EXPECT_EQ(j["results"][0]["status"], "PASSED");
+  EXPECT_EQ(j["results"][1]["status"], "FAILED");
+  EXPECT_NE(j["results"][1]["message"].get<std::string>().find("did not return within 5 s"), std::string::npos)
+      << j["results"][1]["message"];
+}
+
+// Without a supervisor the second signal ends the process at once; the report keeps the points
+// that finished before.
+TEST(Isolation, ASecondInterruptEndsAHungRunWithoutIsolation) {
+  Reports out("second_interrupt");
+  const std::string log = (out.tmp.path / "console.txt").string();
+  const pid_t pid = start_benchhost({"--plugin-dir", bhtest::plugin_dir().string(), "--plugin", "crash", "--crash.how",
+                                     "hang", "--mode", "train", "-b", "4,16", "-w", "0", "-i", "4", "--no-isolation", "-o",
+                                     out.json_path.string()},
+                                    log);
+  ASSERT_GE(pid, 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  ::kill(pid, SIGINT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  const double took = wait_seconds(pid, &status);
+  EXPECT_LT(took, 5.0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << bhtest::read_file(log);
+  EXPECT_EQ(WTERMSIG(status), SIGINT);
+  EXPECT_NE(bhtest::read_file(log).find("second interrupt"), std::string::npos) << bhtest::read_file(log);
+  const json j = out.report();
+  ASSERT_EQ(j["results"].size(), 1u) << j.dump(2);
+  EXPECT_EQ(j["results"][0]["status"], "PASSED");
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "commands.hpp"
 #include "plugin_loader.hpp"
@@ -125,4 +126,19 @@ TEST(PluginLoader, ShadowedDuplicateIsListed) {
   const BrokenPlugin* b = find_broken(reg, "toy.so");
   ASSERT_TRUE(b);
   EXPECT_NE(b->reason.find("shadowed"), std::string::npos);
+}
+
+// A plugin that fills the whole error buffer without a terminating NUL: the host reads the
+// buffer and no further.
+TEST(PluginLoader, AnUnterminatedErrorMessageIsReadWithinItsBuffer) {
+  LoadedPlugin p;
+  p.name = "unterminated";
+  p.descriptor.check_support = [](const bh_run_context*, bh_error* err) {
+    std::memset(err->message, 'x', sizeof err->message);
+    return BH_STATUS_UNSUPPORTED;
+  };
+  const bh_run_context ctx{};
+  const std::string why = WorkloadInstance::check_support(p, ctx);
+  EXPECT_EQ(why.size(), static_cast<std::size_t>(BH_ERROR_MESSAGE_CAPACITY));
+  EXPECT_EQ(why.find_first_not_of('x'), std::string::npos);
 }

@@ -22,7 +22,8 @@ class CrashWorkload : public benchhost::Workload {
     i.metric_target = 4;  // one epoch of 4 steps converges
     i.higher_is_better = true;
     i.modes = {"train", "infer", "ttt"};
-    i.options = {{"how", "string", "segv", "segv (invalid memory access) | abort | hang | exit", false},
+    i.options = {benchhost::choice_option("how", "segv", {"segv", "abort", "hang", "exit"},
+                                          "segv (invalid memory access) | abort | hang | exit"),
                  {"fail-batch", "int", "16", "batch size whose step fails (0 = every batch size)", false},
                  {"fail-seed", "int", "0", "only the run with this seed fails (0 = every run)", false},
                  {"fail-step", "int", "3", "1-based step (warm-up included) that fails", false}};
@@ -36,8 +37,6 @@ class CrashWorkload : public benchhost::Workload {
             (fail_seed == 0 || static_cast<std::uint64_t>(fail_seed) == ctx.seed);
     fail_step_ = o.get_int("fail-step");
     how_ = o.get_string("how");
-    BH_CHECK_AS(InvalidArgument, how_ == "segv" || how_ == "abort" || how_ == "hang" || how_ == "exit",
-                "--crash.how '{}' is not segv, abort, hang or exit", how_);
     benchhost::RunInfo r;
     r.global_batch_size = batch_;
     r.samples_per_epoch = batch_ * 4;
