@@ -203,7 +203,15 @@ void try_load_cuda(Registry& r) {
   if (r.cuda_load_tried) return;
   r.cuda_load_tried = true;
 #ifdef BENCHHOST_BUILT_WITH_CUDA
-  std::string candidates[] = {sdk_library_dir() + "libbenchhost_sdk_cuda.so", "libbenchhost_sdk_cuda.so"};
+  // Only next to this library, by full path: a bare name would search LD_LIBRARY_PATH and run
+  // paths, where a stray copy (or an empty entry: the current directory) could stand in.
+  const std::string dir = sdk_library_dir();
+  if (dir.empty()) {
+    r.load_error[static_cast<int>(DeviceType::cuda)] =
+        "the CUDA backend library could not be loaded: the directory of libbenchhost_sdk is unknown";
+    return;
+  }
+  std::string candidates[] = {dir + "libbenchhost_sdk_cuda.so"};
   std::string errors;
   for (const auto& c : candidates) {
     // The library's static initialiser calls register_device_backend(); the lock is released
