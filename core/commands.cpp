@@ -61,6 +61,10 @@ std::string list_text(const PluginRegistry& reg) {
     os << "Broken plugin files:\n";
     for (const auto& b : reg.broken()) os << "  " << b.path.string() << ": " << b.reason << "\n";
   }
+  if (!reg.unusable_directories().empty()) {
+    os << "Plugin directories not searched:\n";
+    for (const auto& d : reg.unusable_directories()) os << "  " << d.path.string() << ": " << d.reason << "\n";
+  }
   return os.str();
 }
 
@@ -119,7 +123,9 @@ ordered_json list_json(const PluginRegistry& reg, const std::vector<fs::path>& r
   ordered_json plugins = ordered_json::array(), broken = ordered_json::array();
   for (const auto& p : reg.plugins()) plugins.push_back(info_json(*p, roots));
   for (const auto& b : reg.broken()) broken.push_back({{"path", b.path.string()}, {"reason", b.reason}});
-  return {{"plugins", plugins}, {"broken", broken}};
+  ordered_json unusable = ordered_json::array();
+  for (const auto& d : reg.unusable_directories()) unusable.push_back({{"path", d.path.string()}, {"reason", d.reason}});
+  return {{"plugins", plugins}, {"broken", broken}, {"unusable_directories", unusable}};
 }
 
 Placement detect_placement() {
@@ -157,6 +163,12 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
   const auto roots = default_configs_roots(exe_dir);
   PluginRegistry registry;
   registry.discover(plugin_search_path(pre.plugin_dirs, exe_dir));
+  // A directory the user named (--plugin-dir, BENCHHOST_PLUGIN_PATH) that cannot be searched is
+  // said, not skipped in silence; `list` shows it too.
+  if (pre.command != "list")
+    for (const auto& d : registry.unusable_directories())
+      if (d.path != exe_dir / "plugins")
+        std::fprintf(err, "benchhost: warning: plugin directory %s %s\n", d.path.string().c_str(), d.reason.c_str());
   auto find_plugin = [&](const std::string& name) -> std::shared_ptr<LoadedPlugin> {
     if (auto p = registry.find(name)) return p;
     for (const auto& b : registry.broken())

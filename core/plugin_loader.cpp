@@ -1,6 +1,13 @@
 #include "plugin_loader.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
@@ -111,16 +118,117 @@ std::shared_ptr<LoadedPlugin> load_plugin(const fs::path& path, BrokenPlugin* br
   return p;
 }
 
+namespace {
+
+// Note [Isolated discovery]
+// Loading a file runs code of the file's choosing: its library constructors, the entry point and
+// describe_json. A truncated file can fault inside dlopen (SIGBUS), a constructor can abort or
+// exit. Each candidate is therefore loaded first in a forked child that reports back and ends;
+// only a file that loaded there cleanly is loaded in this process. A file whose probe crashed,
+// exited or hung is listed as broken with what happened, and `list` and every run go on. The
+// cost is one fork per plugin file per command (milliseconds).
+constexpr int kProbeTimeoutMilliseconds = 10000;
+
+std::string probe_signal_text(int sig) {
+  const char* name = ::sigabbrev_np(sig);
+  return fmt::format("SIG{} ({})", name ? name : std::to_string(sig), ::strsignal(sig));
+}
+
+// "" when the file loads cleanly in a child process; otherwise why it cannot be used.
+std::string probe_in_child(const fs::path& path) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return {};  // cannot isolate: load it as before
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return {};
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    BrokenPlugin broken;
+    const bool ok = load_plugin(path, &broken) != nullptr;
+    if (!ok) {
+      const std::string& why = broken.reason;
+      [[maybe_unused]] const auto n = ::write(fds[1], why.data(), why.size());
+    }
+    ::_exit(ok ? 0 : 1);  // no destructors or atexit handlers of what was loaded
+  }
+  ::close(fds[1]);
+  std::string reason;
+  bool timed_out = false;
+  for (;;) {
+    pollfd pfd{fds[0], POLLIN, 0};
+    const int ready = ::poll(&pfd, 1, kProbeTimeoutMilliseconds);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      timed_out = true;
+      break;
+    }
+    char chunk[4096];
+    const ssize_t n = ::read(fds[0], chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    reason.append(chunk, static_cast<std::size_t>(n));
+  }
+  ::close(fds[0]);
+  if (timed_out) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) return fmt::format("loading it did not finish within {} s", kProbeTimeoutMilliseconds / 1000);
+  if (WIFSIGNALED(status))
+    return fmt::format("loading it crashed the process with {} (a truncated or corrupt file, or a library "
+                       "constructor or describe_json that faults)", probe_signal_text(WTERMSIG(status)));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 1 && !reason.empty()) return reason;
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+    return fmt::format("loading it ended the process with exit status {} (a library constructor or its entry "
+                       "point called exit)", WEXITSTATUS(status));
+  return {};
+}
+
+// Why a directory entry that looks like a plugin cannot be one, or "" for a regular file.
+std::string not_a_file(const fs::directory_entry& entry) {
+  std::error_code ec;
+  const auto status = entry.status(ec);
+  if (ec) return fmt::format("cannot be read: {}", ec.message());  // a dangling link, a link loop
+  if (fs::is_regular_file(status)) return {};
+  if (fs::is_directory(status)) return "is a directory";
+  return "is not a regular file (a FIFO, socket or device)";
+}
+
+}  // namespace
+
 void PluginRegistry::discover(const std::vector<fs::path>& dirs) {
   for (const auto& dir : dirs) {
     std::error_code ec;
-    if (!fs::is_directory(dir, ec)) continue;
-    searched_.push_back(dir);
+    const auto status = fs::status(dir, ec);
+    if (!fs::is_directory(status)) {
+      unusable_.push_back({dir, !fs::exists(status) ? std::string("does not exist")
+                                : ec ? ec.message() : std::string("is not a directory")});
+      continue;
+    }
     std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator(dir, ec))
-      if (entry.is_regular_file(ec) && looks_like_shared_object(entry.path())) files.push_back(entry.path());
+    fs::directory_iterator it(dir, ec);
+    if (ec) {
+      unusable_.push_back({dir, fmt::format("cannot be read: {}", ec.message())});
+      continue;
+    }
+    searched_.push_back(dir);
+    for (const auto& entry : it) {
+      if (!looks_like_shared_object(entry.path())) continue;
+      if (std::string why = not_a_file(entry); !why.empty()) {
+        broken_.push_back({entry.path(), why});
+        continue;
+      }
+      files.push_back(entry.path());
+    }
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {
+      if (std::string why = probe_in_child(f); !why.empty()) {
+        broken_.push_back({f, std::move(why)});
+        continue;
+      }
       BrokenPlugin b;
       auto p = load_plugin(f, &b);
       if (!p) {

@@ -62,12 +62,18 @@ std::shared_ptr<LoadedPlugin> load_plugin(const std::filesystem::path& path, Bro
 /// Plugins found in a set of directories (see discover()).
 class PluginRegistry {
  public:
-  /// Scan `dirs` in order (non-recursively) for shared objects. A later file whose plugin name is
-  /// already taken is listed as broken ("shadowed by ..."). Missing directories are skipped.
+  /// Scan `dirs` in order (non-recursively) for shared objects, each probed in a child process
+  /// first (Note [Isolated discovery]). A later file whose plugin name is already taken is listed
+  /// as broken ("shadowed by ..."); a file that is not a regular file, or crashes, exits or hangs
+  /// while loading, is listed as broken with what happened. Directories that cannot be searched
+  /// are listed in unusable_directories().
   void discover(const std::vector<std::filesystem::path>& dirs);
   const std::vector<std::shared_ptr<LoadedPlugin>>& plugins() const { return plugins_; }
   const std::vector<BrokenPlugin>& broken() const { return broken_; }
   const std::vector<std::filesystem::path>& searched() const { return searched_; }
+  /// Directories of the search path that could not be searched, and why (missing, not a
+  /// directory, unreadable).
+  const std::vector<BrokenPlugin>& unusable_directories() const { return unusable_; }
   /// The plugin named `name`, or nullptr.
   std::shared_ptr<LoadedPlugin> find(const std::string& name) const;
   /// Names of every loaded plugin (for suggestions).
@@ -77,6 +83,7 @@ class PluginRegistry {
   std::vector<std::shared_ptr<LoadedPlugin>> plugins_;
   std::vector<BrokenPlugin> broken_;
   std::vector<std::filesystem::path> searched_;
+  std::vector<BrokenPlugin> unusable_;
 };
 
 /// The directories searched, in order: every --plugin-dir, then BENCHHOST_PLUGIN_PATH

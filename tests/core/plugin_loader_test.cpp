@@ -4,6 +4,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+
+#include <sys/stat.h>
 
 #include "commands.hpp"
 #include "plugin_loader.hpp"
@@ -141,4 +144,42 @@ TEST(PluginLoader, AnUnterminatedErrorMessageIsReadWithinItsBuffer) {
   const std::string why = WorkloadInstance::check_support(p, ctx);
   EXPECT_EQ(why.size(), static_cast<std::size_t>(BH_ERROR_MESSAGE_CAPACITY));
   EXPECT_EQ(why.find_first_not_of('x'), std::string::npos);
+}
+
+// Note [Isolated discovery]: files that crash, abort or exit while loading are listed as broken
+// with what happened; the good plugins next to them still load, and `list` survives.
+TEST(PluginLoader, AFileThatTakesDownItsLoaderIsListedAndTheRestLoad) {
+  bhtest::TempDir dir("hostile");
+  for (const char* kind : {"hostile_1.so", "hostile_2.so", "hostile_3.so"})
+    std::filesystem::copy_file(bhtest::plugin_dir() / "hostile" / kind, dir.path / kind);
+  {  // a plugin cut off half-way, as a failed copy leaves it
+    const std::string whole = bhtest::read_file(bhtest::plugin_file("toy"));
+    std::ofstream(dir.path / "truncated.so", std::ios::binary).write(whole.data(), static_cast<std::streamsize>(whole.size() / 2));
+  }
+  std::filesystem::copy_file(bhtest::plugin_file("toy"), dir.path / "toy.so");
+  ::mkfifo((dir.path / "fifo.so").c_str(), 0644);
+  std::filesystem::create_symlink(dir.path / "nowhere.so", dir.path / "dangling.so");
+  PluginRegistry reg;
+  reg.discover({dir.path, dir.path / "missing"});
+  EXPECT_TRUE(reg.find("toy"));
+  auto reason = [&](const char* file) {
+    const BrokenPlugin* b = find_broken(reg, file);
+    return b ? b->reason : std::string("(not listed as broken)");
+  };
+  EXPECT_NE(reason("hostile_1.so").find("crashed the process with SIGABRT"), std::string::npos) << reason("hostile_1.so");
+  EXPECT_NE(reason("hostile_2.so").find("exit status 7"), std::string::npos) << reason("hostile_2.so");
+  EXPECT_NE(reason("hostile_3.so").find("crashed the process with SIGSEGV"), std::string::npos) << reason("hostile_3.so");
+  EXPECT_NE(reason("truncated.so"), "(not listed as broken)");
+  EXPECT_NE(reason("fifo.so").find("not a regular file"), std::string::npos) << reason("fifo.so");
+  EXPECT_NE(reason("dangling.so").find("cannot be read"), std::string::npos) << reason("dangling.so");
+  ASSERT_EQ(reg.unusable_directories().size(), 1u);
+  EXPECT_EQ(reg.unusable_directories()[0].reason, "does not exist");
+
+  auto list = bhtest::run_benchhost(fmt::format("list --plugin-dir '{}' --plugin-dir '{}'", dir.path.string(),
+                                                (dir.path / "missing").string()));
+  EXPECT_EQ(list.exit_code, 0) << list.output;
+  EXPECT_NE(list.output.find("hostile_3.so"), std::string::npos) << list.output;
+  EXPECT_NE(list.output.find("Plugin directories not searched"), std::string::npos) << list.output;
+  auto run = bhtest::run_benchhost(fmt::format("--plugin-dir '{}' --plugin toy --mode train -b 4 -w 0 -i 2", dir.path.string()));
+  EXPECT_EQ(run.exit_code, 0) << run.output;
 }
