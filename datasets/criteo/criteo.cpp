@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <span>
 
@@ -158,16 +159,26 @@ void MultiHotDay::copy_rows(std::int64_t first, std::int64_t count, Batch& out,
                             std::int64_t out_row, const std::vector<std::int64_t>& table_sizes) const {
   BH_CHECK_AS(InvalidArgument, first >= 0 && count >= 0 && first + count <= rows_,
               "criteo day: rows [{}, {}) outside [0, {})", first, first + count, rows_);
-  std::memcpy(out.dense.data<float>() + out_row * kNumDense, dense_ + first * kNumDense * 4,
-              static_cast<std::size_t>(count) * kNumDense * 4);
+  // Bad values are data errors naming the file and row, not a training run that "passes" on
+  // them: a non-finite dense feature (the loss would be NaN or silently off), a label that is not
+  // a click or not-click (BCE with a label of 5 goes negative).
+  float* dense = out.dense.data<float>() + out_row * kNumDense;
+  std::memcpy(dense, dense_ + first * kNumDense * 4, static_cast<std::size_t>(count) * kNumDense * 4);
+  for (std::int64_t i = 0; i < count * kNumDense; ++i)
+    if (!std::isfinite(dense[i]))
+      BH_THROW(DataError, "{} row {}: dense feature {} is {} (the features must be finite)", maps_[0]->path,
+               first + i / kNumDense, i % kNumDense, dense[i]);
   float* lab = out.labels.data<float>() + out_row;
   for (std::int64_t i = 0; i < count; ++i) {
     if (labels_f32_) {
       std::memcpy(&lab[i], labels_ + (first + i) * 4, 4);
+      if (lab[i] != 0.0f && lab[i] != 1.0f)
+        BH_THROW(DataError, "{} row {}: label {} is not 0 or 1", maps_[1]->path, first + i, lab[i]);
     } else {
       std::int32_t v;
       std::memcpy(&v, labels_ + (first + i) * 4, 4);
-      lab[i] = v != 0 ? 1.0f : 0.0f;
+      if (v != 0 && v != 1) BH_THROW(DataError, "{} row {}: label {} is not 0 or 1", maps_[1]->path, first + i, v);
+      lab[i] = static_cast<float>(v);
     }
   }
   for (int k = 0; k < kNumSparse; ++k) {

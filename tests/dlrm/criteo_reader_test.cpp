@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "benchhost/data/npy.hpp"
 #include "criteo.hpp"
@@ -101,6 +102,41 @@ TEST(CriteoReader, RoundTripAcrossDaysAndSplits) {
   test.read_rows(0, 3, t);  // test = day 2 rows 4..6
   EXPECT_FLOAT_EQ(t.dense.data<float>()[0], 2004.0f);
   EXPECT_THROW(val.read_rows(2, 3, b), InvalidArgument);  // past the validation half
+}
+
+// A non-finite dense feature or a label other than 0/1 is a data error naming the file and row
+// (the run used to PASS on them with a meaningless loss).
+TEST(CriteoReader, BadValuesAreDataErrorsNamingFileAndRow) {
+  TempDir tmp("values");
+  const auto hot = small_hotness();
+  const std::string dir = tmp.path.string();
+  for (int d = 0; d < 2; ++d) write_known_day(dir, d, 8, hot);
+  const DayFiles f = day_files(dir, 0);
+  Tensor dense = data::read_npy(f.dense);
+  dense.data<float>()[5 * kNumDense + 3] = std::numeric_limits<float>::quiet_NaN();
+  data::write_npy(f.dense, dense);
+  Batch b = make_batch(8, hot);
+  {
+    CriteoMultiHot train(dir, 2, CriteoMultiHot::Split::train, small_tables());
+    try {
+      train.read_rows(0, 8, b);
+      FAIL() << "a NaN dense feature was read";
+    } catch (const DataError& e) {
+      EXPECT_NE(e.message().find(f.dense), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find("row 5: dense feature 3 is nan"), std::string::npos) << e.message();
+    }
+  }
+  write_known_day(dir, 0, 8, hot);
+  Tensor labels = data::read_npy(f.labels);
+  labels.data<std::int32_t>()[6] = 5;
+  data::write_npy(f.labels, labels);
+  CriteoMultiHot train(dir, 2, CriteoMultiHot::Split::train, small_tables());
+  try {
+    train.read_rows(0, 8, b);
+    FAIL() << "a label of 5 was read";
+  } catch (const DataError& e) {
+    EXPECT_NE(e.message().find("row 6: label 5 is not 0 or 1"), std::string::npos) << e.message();
+  }
 }
 
 TEST(CriteoReader, RejectsTruncatedCompressedAndIncompleteFiles) {
