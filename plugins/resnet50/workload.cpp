@@ -1,5 +1,5 @@
 // The resnet50 workload: options, data, optimizer and the train/eval/infer steps around the
-// ResNet model of resnet.hpp. See workload.hpp.
+// ResNet model of model.hpp. See workload.hpp.
 
 #include "workload.hpp"
 

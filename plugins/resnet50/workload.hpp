@@ -22,7 +22,7 @@
 #include "benchhost/optim/schedule.hpp"
 #include "benchhost/precision.hpp"
 #include "benchhost/workload.hpp"
-#include "resnet.hpp"
+#include "model.hpp"
 
 namespace benchhost {
 class DataParallel;

@@ -14,7 +14,7 @@
 #include "benchhost/nn/serialize.hpp"
 #include "common/gradcheck.hpp"
 #include "imagenet_folder.hpp"
-#include "resnet.hpp"
+#include "model.hpp"
 #include "workload.hpp"
 
 namespace {

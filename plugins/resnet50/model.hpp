@@ -1,5 +1,5 @@
 #pragma once
-/// @file plugins/resnet50/resnet.hpp  ResNet v1.5 (bottleneck) with explicit backward, built from
+/// @file plugins/resnet50/model.hpp  ResNet v1.5 (bottleneck) with explicit backward, built from
 /// the SDK's conv/bn/pool layers. One implementation for the full ResNet-50 and the width/depth
 /// scaled variants of the mini config.
 ///

@@ -1,10 +1,10 @@
-// ResNet v1.5 forward/backward (see resnet.hpp, Note [ResNet-50 v1.5]).
+// ResNet v1.5 forward/backward (see model.hpp, Note [ResNet-50 v1.5]).
 //
 // Parameter names follow torchvision's resnet50 state_dict ("layer2.0.downsample.1.weight"),
 // so a weights file written here loads into the PyTorch peer unchanged, and
 // mlperf_tensor_name() maps them to the names MLPerf's compliance checker expects.
 
-#include "resnet.hpp"
+#include "model.hpp"
 
 #include <cmath>
 #include <regex>
