@@ -59,6 +59,28 @@ TEST(ResNet50, MlperfTensorNamesCoverTheComplianceList) {
     EXPECT_TRUE(names.count(n)) << n;
 }
 
+// describe() declares closed ResNet-50's tensor names from the architecture
+// (mlperf_tensor_names), a run logs them from the built model's parameters (mlperf_tensor_name):
+// the two must be the same list, or a closed run would fail its own plugin's rules.
+TEST(ResNet50, MlperfTensorNamesFromTheArchitectureMatchTheBuiltModel) {
+  ResNetConfig mini = ResNetConfig::resnet50(10);
+  mini.blocks = {1, 1, 1, 1};
+  mini.base_width = 8;
+  mini.small_stem = true;
+  ResNetConfig uneven = mini;
+  uneven.blocks = {2, 1, 3};
+  for (const ResNetConfig& c : {ResNetConfig::resnet50(1000), mini, uneven}) {
+    SCOPED_TRACE(fmt::format("blocks {}", fmt::join(c.blocks, ",")));
+    ResNet model(c);
+    std::vector<std::string> logged;
+    for (nn::Parameter* p : model.parameters()) logged.push_back(ResNet::mlperf_tensor_name(p->name));
+    EXPECT_EQ(mlperf_tensor_names(c.blocks), logged);
+  }
+  const std::vector<std::string> closed = mlperf_tensor_names(ResNetConfig::resnet50().blocks);
+  EXPECT_EQ(closed.size(), 161u);
+  EXPECT_EQ(std::set<std::string>(closed.begin(), closed.end()).size(), 161u) << "all distinct";
+}
+
 TEST(ResNet50, ZeroInitOfLastBnGamma) {
   ResNetConfig c = ResNetConfig::resnet50(10);
   c.blocks = {1, 1};
