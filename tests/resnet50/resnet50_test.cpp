@@ -240,7 +240,7 @@ RunContext context(std::map<std::string, std::string> options, const std::string
   ctx.precision = "fp32";
   ctx.seed = 7;
   ctx.num_threads = 2;
-  ctx.options = Options("resnet50", std::move(options));
+  ctx.options = declared_options<ResNetWorkload>(std::move(options));
   return ctx;
 }
 
@@ -327,14 +327,63 @@ TEST(ResNet50Workload, SupportAndOptionErrors) {
   ctx.precision = "fp32";
   ctx.device = Device::cuda(0);
   if (!device_available(ctx.device)) EXPECT_NE(ResNetWorkload::check_support(ctx), "");
+  // Values the declaration does not allow never reach setup().
+  EXPECT_THROW(context({{"optimizer", "adam"}, {"dataset", "synthetic"}, {"blocks", "1"}}), InvalidArgument);
+  EXPECT_THROW(context({{"blocks", "3,x"}}), InvalidArgument);
+  EXPECT_THROW(context({{"stages", "4"}}), InvalidArgument);  // not an option
   ResNetWorkload w;
-  EXPECT_THROW(w.setup(context({{"optimizer", "adam"}, {"dataset", "synthetic"}, {"blocks", "1"},
-                                {"image-size", "16"}, {"batch-size", "2"}})),
-               InvalidArgument);
-  EXPECT_THROW(w.setup(context({{"blocks", "3,x"}})), InvalidArgument);
   EXPECT_THROW(w.setup(context({{"dataset", "imagenet"}, {"data-dir", "/nonexistent/imagenet"},
                                 {"blocks", "1"}})),
                DataError);
+  EXPECT_THROW(w.setup(context({{"dataset", "imagenet"}, {"blocks", "1"}})), InvalidArgument);  // no data-dir
+  // A cross-option check setup() keeps: training batch norm needs two samples per batch.
+  EXPECT_THROW(w.setup(context({{"dataset", "synthetic"}, {"blocks", "1"}, {"batch-size", "1"}}, "train")),
+               InvalidArgument);
+}
+
+/// The message of the InvalidArgument `f` throws ("" when it throws none).
+template <class F>
+std::string refusal(F&& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Note [Options declared once]: a value outside the declared range is refused with the option,
+// the value and what is allowed; the defaults are the MLPerf reference.
+TEST(ResNet50Workload, OutOfRangeOptionsAreRefusedWithTheirRange) {
+  EXPECT_NE(refusal([] { context({{"target", "1.5"}}); })
+                .find("option --resnet50.target: '1.5' is above the maximum 1; allowed: a number in (0, 1]"),
+            std::string::npos);
+  EXPECT_NE(refusal([] { context({{"target", "0"}}); }).find("allowed: a number in (0, 1]"), std::string::npos);
+  EXPECT_NE(refusal([] { context({{"image-size", "4"}}); })
+                .find("option --resnet50.image-size: '4' is below the minimum 8; allowed: an integer >= 8"),
+            std::string::npos);
+  EXPECT_NE(refusal([] { context({{"blocks", "3,4,0,3"}}); }).find("a comma-separated list of 1 to 8 integers >= 1"),
+            std::string::npos);
+  EXPECT_NE(refusal([] { context({{"blocks", "1,1,1,1,1,1,1,1,1"}}); }).find("has 9 elements"), std::string::npos);
+  EXPECT_NE(refusal([] { context({{"layout", "chwn"}}); }).find("allowed: one of nhwc, nchw"), std::string::npos);
+  EXPECT_NE(refusal([] { context({{"momentum", "1"}}); }).find("allowed: a number in [0, 1)"), std::string::npos);
+
+  const Options defaults = declared_options<ResNetWorkload>({});
+  EXPECT_EQ(defaults.get_int_list("blocks"), (std::vector<std::int64_t>{3, 4, 6, 3}));
+  EXPECT_EQ(defaults.get_string("optimizer"), "lars");
+  EXPECT_EQ(defaults.get_float("base-lr"), 10.0);
+  EXPECT_EQ(defaults.get_float("target"), 0.759);
+  EXPECT_EQ(defaults.get_int("batch-size"), 256);
+}
+
+// Every config shipped in configs/resnet50/ is allowed by the declaration.
+TEST(ResNet50Workload, ShippedConfigsAreAllowed) {
+  for (const char* name : {"mlperf.conf", "sgd.conf", "mini.conf"}) {
+    SCOPED_TRACE(name);
+    const auto entries = read_config_file((fs::path(BENCHHOST_SOURCE_DIR) / "configs" / "resnet50" / name).string());
+    const Options o = declared_options<ResNetWorkload>(plugin_values(entries, "resnet50"));
+    EXPECT_FALSE(o.values().empty());
+  }
 }
 
 }  // namespace
