@@ -8,6 +8,7 @@
 
 #include "benchhost/comm/data_parallel.hpp"
 #include "benchhost/device.hpp"
+#include "benchhost/metrics/accuracy.hpp"
 #include "benchhost/nn/math_mode.hpp"
 #include "benchhost/nn/ops.hpp"
 #include "benchhost/nn/serialize.hpp"
@@ -301,32 +302,15 @@ EvalResult ResNetWorkload::evaluate() {
               "resnet50: no evaluation set (synthetic data has none); use a real dataset for ttt");
   const auto math = precision_.policy().math_scope();
   model_->train(false);
-  std::int64_t correct = 0, total = 0;
+  metrics::TopKAccuracy top1(1);
   eval_source_->start_epoch(0);
-  while (auto b = eval_source_->next()) {
-    const Tensor logits = nn::cast(model_->forward(as_model_input((*b)["image"], model_->config())), DType::f32)
-                              .to(Device::cpu())
-                              .contiguous();
-    const Tensor labels = (*b)["label"].to(Device::cpu()).to(DType::i64);
-    const std::int64_t n = logits.size(0), classes = logits.size(1);
-    const float* p = logits.data<float>();
-    const std::int64_t* l = labels.data<std::int64_t>();
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float* row = p + i * classes;
-      const std::int64_t arg = std::max_element(row, row + classes) - row;
-      correct += arg == l[i] ? 1 : 0;
-    }
-    total += n;
-  }
+  while (auto b = eval_source_->next())
+    top1.add(model_->forward(as_model_input((*b)["image"], model_->config())), (*b)["label"]);
   model_->train(true);
-  if (ctx_.world_size > 1 && ctx_.communicator != nullptr) {
-    auto sums = allreduce_values(*ctx_.communicator, std::vector<std::int64_t>{correct, total},
-                                 ReduceOp::sum);
-    correct = sums[0];
-    total = sums[1];
-  }
+  // Each rank evaluated its share of the set: the counts are summed over the ranks.
+  const std::int64_t total = top1.total_counted(ctx_.communicator);
   BH_CHECK_AS(DataError, total > 0, "resnet50: the evaluation set is empty");
-  return {static_cast<double>(correct) / static_cast<double>(total), total};
+  return {top1.compute(ctx_.communicator), total};
 }
 
 StepResult ResNetWorkload::infer_step() {
