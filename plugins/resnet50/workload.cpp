@@ -66,6 +66,51 @@ std::vector<OptionSpec> option_specs() {
   };
 }
 
+// A key logged exactly once, its value checked in both divisions (no check by default).
+mlperf::LoggedKey logged_once(std::string key, mlperf::ValueCheck check = {}) {
+  mlperf::LoggedKey k;
+  k.key = std::move(key);
+  k.check = std::move(check);
+  return k;
+}
+
+// A key logged exactly once by a run whose opt_name is `optimizer` (resnet_<optimizer>.yaml).
+mlperf::LoggedKey logged_once_with(const char* optimizer, std::string key) {
+  mlperf::LoggedKey k = logged_once(std::move(key));
+  k.when_key = "opt_name";
+  k.when_value = optimizer;
+  return k;
+}
+
+// What MLPerf Training v3.0 requires of benchmark "resnet" (closed_resnet.yaml, resnet_lars.yaml,
+// resnet_sgd.yaml of mlcommons/logging, and the rules' 5 runs with an olympic mean).
+mlperf::Rules mlperf_rules() {
+  mlperf::Rules r;
+  r.closed_division = true;
+  r.runs = 5;
+  r.olympic_drop_each_side = 1;
+  r.eval_cadence = "every 4 epochs";
+  r.closed_target = mlperf::between(0.759, 1.0, false, true);
+  r.keys.push_back(logged_once("global_batch_size", mlperf::positive()));
+  r.keys.push_back(logged_once("opt_name", mlperf::one_of({std::string("sgd"), std::string("lars")})));
+  // One event per tensor, named in its metadata; the closed division's are ResNet-50's 161.
+  mlperf::LoggedKey weights = logged_once("weights_initialization");
+  weights.occurrence = mlperf::Occurrence::at_least_one;
+  weights.metadata_field = "tensor";
+  weights.closed_metadata_values = mlperf_tensor_names(ResNetConfig::resnet50().blocks);
+  r.keys.push_back(std::move(weights));
+  for (const char* key : {"lars_epsilon", "lars_opt_weight_decay", "lars_opt_base_learning_rate",
+                          "lars_opt_end_learning_rate", "lars_opt_learning_rate_decay_poly_power",
+                          "lars_opt_learning_rate_decay_steps", "lars_opt_learning_rate_warmup_epochs",
+                          "lars_opt_momentum"})
+    r.keys.push_back(logged_once_with("lars", key));
+  for (const char* key : {"sgd_opt_base_learning_rate", "sgd_opt_end_learning_rate",
+                          "sgd_opt_learning_rate_decay_poly_power", "sgd_opt_learning_rate_decay_steps",
+                          "sgd_opt_weight_decay", "sgd_opt_momentum", "opt_learning_rate_decay_boundary_epochs"})
+    r.keys.push_back(logged_once_with("sgd", key));
+  return r;
+}
+
 }  // namespace
 
 ResNetWorkload::ResNetWorkload() = default;
@@ -88,6 +133,7 @@ WorkloadInfo ResNetWorkload::describe() {
   i.options = option_specs();
   i.configs = {"mlperf.conf", "sgd.conf", "mini.conf"};
   i.default_config = "mini.conf";  // runs on a fresh machine; --config mlperf for the reference
+  i.mlperf = mlperf_rules();
   return i;
 }
 

@@ -386,4 +386,27 @@ TEST(ResNet50Workload, ShippedConfigsAreAllowed) {
   }
 }
 
+// The rules tools/mllog_check.py checks a "resnet" MLLOG against: closed ResNet-50's 161 tensors,
+// from the architecture (no model is built by describe()).
+TEST(ResNet50Workload, DeclaresTheMlperfRulesOfResnet) {
+  const WorkloadInfo info = ResNetWorkload::describe();
+  EXPECT_EQ(info.benchmark, "resnet");
+  const mlperf::Rules& r = info.mlperf;
+  EXPECT_TRUE(r.closed_division);
+  EXPECT_EQ(r.runs, 5);
+  EXPECT_EQ(r.olympic_drop_each_side, 1);
+  ASSERT_TRUE(r.closed_target.min.has_value());
+  EXPECT_EQ(*r.closed_target.min, 0.759);
+  std::map<std::string, const mlperf::LoggedKey*> keys;
+  for (const mlperf::LoggedKey& k : r.keys) EXPECT_TRUE(keys.emplace(k.key, &k).second) << k.key << " twice";
+  EXPECT_EQ(keys.size(), 3u + 8u + 7u);
+  ASSERT_TRUE(keys.count("weights_initialization"));
+  EXPECT_EQ(keys["weights_initialization"]->closed_metadata_values,
+            mlperf_tensor_names(ResNetConfig::resnet50().blocks));
+  ASSERT_TRUE(keys.count("lars_opt_momentum"));
+  EXPECT_EQ(keys["lars_opt_momentum"]->when_value, "lars");
+  ASSERT_TRUE(keys.count("opt_learning_rate_decay_boundary_epochs"));
+  EXPECT_EQ(keys["opt_learning_rate_decay_boundary_epochs"]->when_value, "sgd");
+}
+
 }  // namespace
