@@ -20,7 +20,7 @@
 #include "benchhost/optim/optimizer.hpp"
 #include "benchhost/random.hpp"
 #include "benchhost/threading.hpp"
-#include "resnet.hpp"
+#include "model.hpp"
 
 namespace {
 

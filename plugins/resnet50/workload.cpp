@@ -1,29 +1,21 @@
-// The resnet50 workload: options, data, optimizer and the train/eval/infer steps around the
-// ResNet model of resnet.hpp. See workload.hpp.
+// The resnet50 workload: the lifecycle around the ResNet model of model.hpp and the data of
+// data.hpp: options, optimizer, the train/eval/infer steps. See workload.hpp.
 
 #include "workload.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <sstream>
-
-#include <fmt/format.h>
 
 #include "benchhost/comm/data_parallel.hpp"
-#include "benchhost/data/idx.hpp"
-#include "benchhost/data/image.hpp"
-#include "benchhost/data/sampler.hpp"
-#include "benchhost/data/synthetic.hpp"
 #include "benchhost/device.hpp"
+#include "benchhost/metrics/accuracy.hpp"
 #include "benchhost/nn/math_mode.hpp"
 #include "benchhost/nn/ops.hpp"
 #include "benchhost/nn/serialize.hpp"
 #include "benchhost/threading.hpp"
-#include "imagenet_folder.hpp"
+#include "data.hpp"
 
 namespace benchhost::resnet {
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -31,131 +23,95 @@ namespace {
 // Every knob of the run is an option so that configs/resnet50/*.conf describe complete runs:
 // the model shape (full ResNet-50 or a scaled variant), the data source, the optimizer and its
 // schedule. Defaults are the MLPerf closed reference (mlperf.conf repeats them explicitly).
-const std::vector<OptionSpec>& option_specs() {
-  static const std::vector<OptionSpec> specs = {
-      {"blocks", "int-list", "3,4,6,3", "bottleneck blocks per stage (ResNet-50: 3,4,6,3)"},
-      {"base-width", "int", "64", "stem channels and stage-1 bottleneck width (doubles per stage)"},
-      {"num-classes", "int", "1000", "classes of the classifier (1000 or 1001 for ImageNet)"},
-      {"small-stem", "bool", "false", "3x3/1 stem conv without max pooling (28x28 inputs)"},
-      {"zero-init-residual", "bool", "false", "start each block's last BN gamma at 0"},
-      {"layout", "string", "nhwc", "activation layout: nhwc or nchw"},
-      {"image-size", "int", "224", "training/eval crop size (synthetic and ImageNet data)"},
-      {"dataset", "string", "imagenet", "imagenet (folders in data-dir), fashion-mnist (IDX) or synthetic"},
-      {"data-dir", "string", "", "ImageNet root (train/, val/) or the folder of the IDX files"},
-      {"batch-size", "int", "256", "per-rank training batch size when -b is not given"},
-      {"eval-batch-size", "int", "256", "evaluation batch size"},
-      {"loader-threads", "int", "0", "data loader threads (0 = the run's thread count)"},
-      {"epochs", "int", "42", "training epochs: the LR schedule length and the time-to-train limit"},
-      {"eval-every-epochs", "int", "4", "evaluate every N epochs (MLPerf: 4)"},
-      {"target", "float", "0.759", "top-1 accuracy target of time-to-train (MLPerf: 0.759)"},
-      {"optimizer", "string", "lars", "lars or sgd"},
-      {"base-lr", "float", "10.0", "peak learning rate after warm-up"},
-      {"end-lr", "float", "0.0001", "learning rate at the end of the polynomial decay"},
-      {"warmup-epochs", "float", "5", "linear warm-up epochs"},
-      {"poly-power", "float", "2", "power of the polynomial decay"},
-      {"momentum", "float", "0.9", "momentum (LARS and SGD)"},
-      {"nesterov", "bool", "false", "Nesterov momentum (SGD only)"},
-      {"weight-decay", "float", "0.0002", "weight decay (not applied to BN parameters and biases)"},
-      {"lars-eta", "float", "0.001", "LARS trust coefficient"},
-      {"lars-epsilon", "float", "0", "LARS epsilon"},
-      {"label-smoothing", "float", "0.1", "label smoothing of the cross-entropy"},
-      {"bn-momentum", "float", "0.1", "batch norm running-statistics momentum (PyTorch convention)"},
-      {"train-samples", "int", "0", "use only the first N training samples (0 = all)"},
-      {"eval-samples", "int", "0", "use only the first N evaluation samples (0 = all)"},
-      {"init-weights", "string", "", "weights file to start from (nn/serialize.hpp format)"},
-      {"save-initial-weights", "string", "", "write the initial weights here (for the PyTorch peer)"},
+std::vector<OptionSpec> option_specs() {
+  return {
+      int_list_option("blocks", {3, 4, 6, 3}, "bottleneck blocks per stage (ResNet-50: 3,4,6,3)")
+          .at_least(1)
+          .items(1, 8),
+      int_option("base-width", 64, "stem channels and stage-1 bottleneck width (doubles per stage)")
+          .at_least(1)
+          .in("channels"),
+      int_option("num-classes", 1000, "classes of the classifier (1000 or 1001 for ImageNet)").at_least(2),
+      bool_option("small-stem", false, "3x3/1 stem conv without max pooling (28x28 inputs)"),
+      bool_option("zero-init-residual", false, "start each block's last BN gamma at 0"),
+      choice_option("layout", "nhwc", {"nhwc", "nchw"}, "activation layout (nhwc: channels last)"),
+      int_option("image-size", 224, "training/eval crop size (synthetic and ImageNet data)").at_least(8).in("pixels"),
+      choice_option("dataset", "imagenet", {"imagenet", "fashion-mnist", "synthetic"},
+                    "imagenet (folders in data-dir), fashion-mnist (IDX) or synthetic"),
+      string_option("data-dir", "", "ImageNet root (train/, val/) or the folder of the IDX files"),
+      int_option("batch-size", 256, "per-rank training batch size when -b is not given").at_least(1).in("samples"),
+      int_option("eval-batch-size", 256, "evaluation batch size").at_least(1).in("samples"),
+      int_option("loader-threads", 0, "data loader threads (0 = the run's thread count)").at_least(0),
+      int_option("epochs", 42, "training epochs: the LR schedule length and the time-to-train limit")
+          .at_least(1)
+          .in("epochs"),
+      int_option("eval-every-epochs", 4, "evaluate every N epochs (MLPerf: 4)").at_least(1).in("epochs"),
+      float_option("target", 0.759, "top-1 accuracy target of time-to-train (MLPerf: 0.759)").above(0).at_most(1),
+      choice_option("optimizer", "lars", {"lars", "sgd"}, "LARS (the large-batch reference) or SGD with momentum"),
+      float_option("base-lr", 10.0, "peak learning rate after warm-up").above(0),
+      float_option("end-lr", 0.0001, "learning rate at the end of the polynomial decay").at_least(0),
+      float_option("warmup-epochs", 5, "linear warm-up epochs").at_least(0).in("epochs"),
+      float_option("poly-power", 2, "power of the polynomial decay").above(0),
+      float_option("momentum", 0.9, "momentum (LARS and SGD)").at_least(0).below(1),
+      bool_option("nesterov", false, "Nesterov momentum (SGD only)"),
+      float_option("weight-decay", 0.0002, "weight decay (not applied to BN parameters and biases)").at_least(0),
+      float_option("lars-eta", 0.001, "LARS trust coefficient").above(0),
+      float_option("lars-epsilon", 0, "LARS epsilon").at_least(0),
+      float_option("label-smoothing", 0.1, "label smoothing of the cross-entropy").at_least(0).below(1),
+      float_option("bn-momentum", 0.1, "batch norm running-statistics momentum (PyTorch convention)").range(0, 1),
+      int_option("train-samples", 0, "use only the first N training samples (0 = all)").at_least(0).in("samples"),
+      int_option("eval-samples", 0, "use only the first N evaluation samples (0 = all)").at_least(0).in("samples"),
+      string_option("init-weights", "", "weights file to start from (nn/serialize.hpp format)"),
+      string_option("save-initial-weights", "", "write the initial weights here (for the PyTorch peer)"),
   };
-  return specs;
 }
 
-std::vector<std::int64_t> parse_int_list(const std::string& text, const std::string& name) {
-  std::vector<std::int64_t> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    item.erase(std::remove_if(item.begin(), item.end(), ::isspace), item.end());
-    if (item.empty()) continue;
-    try {
-      std::size_t used = 0;
-      out.push_back(std::stoll(item, &used));
-      if (used != item.size()) throw std::invalid_argument(item);
-    } catch (...) {
-      BH_THROW(InvalidArgument, "--resnet50.{}: '{}' is not a comma-separated list of integers",
-               name, text);
-    }
-  }
-  return out;
+// A key logged exactly once, its value checked in both divisions (no check by default).
+mlperf::LoggedKey logged_once(std::string key, mlperf::ValueCheck check = {}) {
+  mlperf::LoggedKey k;
+  k.key = std::move(key);
+  k.check = std::move(check);
+  return k;
 }
 
-double get_float(const Options& o, const std::string& name) {
-  const std::string v = ResNetWorkload::option(o, name);
-  try {
-    std::size_t used = 0;
-    const double d = std::stod(v, &used);
-    if (used == v.size()) return d;
-  } catch (...) {
-  }
-  BH_THROW(InvalidArgument, "--resnet50.{}: '{}' is not a number", name, v);
+// A key logged exactly once by a run whose opt_name is `optimizer` (resnet_<optimizer>.yaml).
+mlperf::LoggedKey logged_once_with(const char* optimizer, std::string key) {
+  mlperf::LoggedKey k = logged_once(std::move(key));
+  k.when_key = "opt_name";
+  k.when_value = optimizer;
+  return k;
 }
 
-std::int64_t get_int(const Options& o, const std::string& name) {
-  const std::string v = ResNetWorkload::option(o, name);
-  try {
-    std::size_t used = 0;
-    const long long i = std::stoll(v, &used);
-    if (used == v.size()) return i;
-  } catch (...) {
-  }
-  BH_THROW(InvalidArgument, "--resnet50.{}: '{}' is not an integer", name, v);
-}
-
-bool get_bool(const Options& o, const std::string& name) {
-  const std::string v = ResNetWorkload::option(o, name);
-  if (v == "true" || v == "1" || v == "yes" || v == "on") return true;
-  if (v == "false" || v == "0" || v == "no" || v == "off") return false;
-  BH_THROW(InvalidArgument, "--resnet50.{}: '{}' is not a boolean (true/false)", name, v);
-}
-
-/// A source that yields the first `limit` samples of each batch stream: used to cap the
-/// evaluation set size without touching the dataset.
-std::shared_ptr<const data::Dataset> first_n(std::shared_ptr<const data::Dataset> ds,
-                                             std::int64_t n) {
-  if (n <= 0 || n >= ds->size()) return ds;
-  struct Prefix final : data::Dataset {
-    std::shared_ptr<const data::Dataset> inner;
-    std::int64_t n;
-    std::int64_t size() const override { return n; }
-    data::Sample get(const data::SampleContext& ctx) const override { return inner->get(ctx); }
-    std::string source(std::int64_t i) const override { return inner->source(i); }
-  };
-  auto p = std::make_shared<Prefix>();
-  p->inner = std::move(ds);
-  p->n = n;
-  return p;
-}
-
-/// Images as the model wants them. Datasets deliver CHW samples ([N, C, H, W]) unless asked for
-/// HWC; an NHWC model gets [N, H, W, C] (a view when C is 1, a transposing copy otherwise).
-Tensor as_model_input(const Tensor& images, const ResNetConfig& c) {
-  BH_CHECK_AS(DataError, images.dim() == 4, "resnet50: expected a batch of images [N, ...], got {}",
-              shape_str(images.shape()));
-  if (c.layout == nn::ImageLayout::nhwc && images.size(3) != c.in_channels &&
-      images.size(1) == c.in_channels) {
-    if (c.in_channels == 1)
-      return images.contiguous().view({images.size(0), images.size(2), images.size(3), 1});
-    return nn::permute_copy(images, {0, 2, 3, 1});  // the permute op: any device
-  }
-  return images;
+// What MLPerf Training v3.0 requires of benchmark "resnet" (closed_resnet.yaml, resnet_lars.yaml,
+// resnet_sgd.yaml of mlcommons/logging, and the rules' 5 runs with an olympic mean).
+mlperf::Rules mlperf_rules() {
+  mlperf::Rules r;
+  r.closed_division = true;
+  r.runs = 5;
+  r.olympic_drop_each_side = 1;
+  r.eval_cadence = "every 4 epochs";
+  r.closed_target = mlperf::between(0.759, 1.0, false, true);
+  r.keys.push_back(logged_once("global_batch_size", mlperf::positive()));
+  r.keys.push_back(logged_once("opt_name", mlperf::one_of({std::string("sgd"), std::string("lars")})));
+  // One event per tensor, named in its metadata; the closed division's are ResNet-50's 161.
+  mlperf::LoggedKey weights = logged_once("weights_initialization");
+  weights.occurrence = mlperf::Occurrence::at_least_one;
+  weights.metadata_field = "tensor";
+  weights.closed_metadata_values = mlperf_tensor_names(ResNetConfig::resnet50().blocks);
+  r.keys.push_back(std::move(weights));
+  for (const char* key : {"lars_epsilon", "lars_opt_weight_decay", "lars_opt_base_learning_rate",
+                          "lars_opt_end_learning_rate", "lars_opt_learning_rate_decay_poly_power",
+                          "lars_opt_learning_rate_decay_steps", "lars_opt_learning_rate_warmup_epochs",
+                          "lars_opt_momentum"})
+    r.keys.push_back(logged_once_with("lars", key));
+  for (const char* key : {"sgd_opt_base_learning_rate", "sgd_opt_end_learning_rate",
+                          "sgd_opt_learning_rate_decay_poly_power", "sgd_opt_learning_rate_decay_steps",
+                          "sgd_opt_weight_decay", "sgd_opt_momentum", "opt_learning_rate_decay_boundary_epochs"})
+    r.keys.push_back(logged_once_with("sgd", key));
+  return r;
 }
 
 }  // namespace
-
-std::string ResNetWorkload::option(const Options& options, const std::string& name) {
-  if (options.has(name)) return options.values().at(name);
-  for (const OptionSpec& s : option_specs())
-    if (s.name == name) return s.default_value;
-  BH_THROW(InvalidArgument, "resnet50: unknown option '{}'", name);
-}
 
 ResNetWorkload::ResNetWorkload() = default;
 ResNetWorkload::~ResNetWorkload() = default;
@@ -177,6 +133,7 @@ WorkloadInfo ResNetWorkload::describe() {
   i.options = option_specs();
   i.configs = {"mlperf.conf", "sgd.conf", "mini.conf"};
   i.default_config = "mini.conf";  // runs on a fresh machine; --config mlperf for the reference
+  i.mlperf = mlperf_rules();
   return i;
 }
 
@@ -192,227 +149,161 @@ std::string ResNetWorkload::check_support(const RunContext& ctx) {
 
 ResNetConfig ResNetWorkload::model_config(const Options& o) {
   ResNetConfig c;
-  c.blocks = parse_int_list(option(o, "blocks"), "blocks");
-  c.base_width = get_int(o, "base-width");
-  c.num_classes = get_int(o, "num-classes");
-  c.small_stem = get_bool(o, "small-stem");
-  c.zero_init_last_bn_gamma = get_bool(o, "zero-init-residual");
-  c.layout = nn::parse_image_layout(option(o, "layout"));
-  c.bn_momentum = get_float(o, "bn-momentum");
-  c.in_channels = option(o, "dataset") == "fashion-mnist" ? 1 : 3;  // grey vs RGB
+  c.blocks = o.get_int_list("blocks");
+  c.base_width = o.get_int("base-width");
+  c.num_classes = o.get_int("num-classes");
+  c.small_stem = o.get_bool("small-stem");
+  c.zero_init_last_bn_gamma = o.get_bool("zero-init-residual");
+  c.layout = nn::parse_image_layout(o.get_string("layout"));
+  c.bn_momentum = o.get_float("bn-momentum");
+  c.in_channels = o.get_string("dataset") == "fashion-mnist" ? 1 : 3;  // grey vs RGB
   return c;
 }
 
 RunInfo ResNetWorkload::setup(const RunContext& ctx) {
   ctx_ = ctx;
-  const Options& o = ctx.options;
   if (ctx.num_threads > 0) set_num_threads(ctx.num_threads);
   const std::string why = check_support(ctx);
   if (!why.empty()) BH_THROW(Unsupported, "{}", why);
-
   precision_ = TrainingPrecision(ctx.precision, ctx.device);
-  const ResNetConfig cfg = model_config(o);
-  model_ = std::make_unique<ResNet>(cfg);
-  model_->initialize(ctx.seed);
-  if (const std::string w = option(o, "init-weights"); !w.empty()) nn::load_weights(*model_, w);
-  if (const std::string w = option(o, "save-initial-weights"); !w.empty())
-    nn::save_weights(*model_, w);
-  model_->to(ctx.device);  // initialised on the CPU: the same weights on every device
+  build_model();
+  read_batch_size();
+  build_data();
+  build_optimizer();
+  build_data_parallel();
+  log_hyperparameters();
+  model_->train(ctx.mode != "infer");
+  return run_info();
+}
+
+void ResNetWorkload::build_model() {
+  const Options& o = ctx_.options;
+  model_ = std::make_unique<ResNet>(model_config(o));
+  model_->initialize(ctx_.seed);
+  if (const std::string w = o.get_string("init-weights"); !w.empty()) nn::load_weights(*model_, w);
+  if (const std::string w = o.get_string("save-initial-weights"); !w.empty()) nn::save_weights(*model_, w);
+  model_->to(ctx_.device);  // initialised on the CPU: the same weights on every device
   model_->set_precision(precision_.policy());
+}
 
-  batch_size_ = ctx.batch_size > 0 ? ctx.batch_size : get_int(o, "batch-size");
-  BH_CHECK_AS(InvalidArgument, batch_size_ >= (ctx.mode == "infer" ? 1 : 2),
-              "resnet50: batch size {} is too small for training batch norm (use at least 2)",
-              batch_size_);
-  label_smoothing_ = static_cast<float>(get_float(o, "label-smoothing"));
-  const std::int64_t image_size = get_int(o, "image-size");
-  const std::int64_t epochs = get_int(o, "epochs");
-  const std::int64_t eval_every_epochs = get_int(o, "eval-every-epochs");
-  BH_CHECK_AS(InvalidArgument, epochs > 0 && eval_every_epochs > 0 && image_size >= 8,
-              "resnet50: epochs ({}) and eval-every-epochs ({}) must be positive, image-size ({}) "
-              ">= 8",
-              epochs, eval_every_epochs, image_size);
-  const int loader_threads = static_cast<int>(std::max<std::int64_t>(
-      1, get_int(o, "loader-threads") > 0 ? get_int(o, "loader-threads") : ctx.num_threads));
-  const bool nhwc = cfg.layout == nn::ImageLayout::nhwc;
+void ResNetWorkload::read_batch_size() {
+  batch_size_ = ctx_.batch_size > 0 ? ctx_.batch_size : ctx_.options.get_int("batch-size");
+  BH_CHECK_AS(InvalidArgument, batch_size_ >= (ctx_.mode == "infer" ? 1 : 2),
+              "resnet50: batch size {} is too small for training batch norm (use at least 2)", batch_size_);
+}
 
-  // ---- data ----
-  const std::string dataset = option(o, "dataset");
-  std::int64_t train_size = 0;
-  const bool synthetic = ctx.synthetic_data || dataset == "synthetic" || ctx.mode == "infer";
-  Shape image_shape = nhwc ? Shape{image_size, image_size, cfg.in_channels}
-                           : Shape{cfg.in_channels, image_size, image_size};
-  if (synthetic) {
-    // Note [Synthetic data]: the same batch every step, like DeepLearningExamples' --data-backend
-    // synthetic: measures the model, not the input pipeline.
-    const std::int64_t batches = 100;
-    train_size = batches * batch_size_ * ctx.world_size;
-    train_source_ = std::make_unique<data::SyntheticSource>(
-        std::vector<data::FieldSpec>{{"image", image_shape, DType::f32, -2.0, 2.0},
-                                     {"label", {}, DType::i64, 0.0, static_cast<double>(cfg.num_classes)}},
-        batch_size_, batches, ctx.device, ctx.seed);
-    eval_samples_ = 0;
-  } else {
-    std::shared_ptr<const data::Dataset> train, eval;
-    if (dataset == "fashion-mnist") {
-      std::string dir = option(o, "data-dir");
-      if (dir.empty()) dir = "/usr/share/datasets/fashion-mnist";
-      auto idx = [&](const char* images, const char* labels) {
-        const fs::path pi = fs::path(dir) / images, pl = fs::path(dir) / labels;
-        if (!fs::exists(pi) || !fs::exists(pl))
-          BH_THROW(DataError,
-                   "resnet50: Fashion-MNIST files {} / {} not found (apt-get install "
-                   "dataset-fashion-mnist, or set resnet50.data-dir)",
-                   pi.string(), pl.string());
-        // Fashion-MNIST pixel mean/std over the training set.
-        return std::make_shared<data::IdxClassificationDataset>(pi.string(), pl.string(), 0.2860f,
-                                                                0.3530f);
-      };
-      train = idx("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz");
-      eval = idx("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz");
-    } else if (dataset == "imagenet") {
-      const std::string root = option(o, "data-dir");
-      BH_CHECK_AS(InvalidArgument, !root.empty(),
-                  "resnet50.dataset = imagenet needs resnet50.data-dir (a folder with train/ and "
-                  "val/; see datasets/imagenet/imagenet_folder.hpp), or use --synthetic");
-      const imagenet::ImageList tr = imagenet::scan_train(root);
-      const imagenet::ImageList va = imagenet::scan_val(root, tr.classes);
-      BH_CHECK_AS(InvalidArgument, static_cast<std::int64_t>(tr.classes.size()) <= cfg.num_classes,
-                  "resnet50: {} has {} classes but the model has resnet50.num-classes = {}", root,
-                  tr.classes.size(), cfg.num_classes);
-      data::ImageTransform t;
-      t.out_height = t.out_width = static_cast<int>(image_size);
-      t.layout = nhwc ? data::Layout::hwc : data::Layout::chw;
-      t.train = true;
-      train = imagenet::make_dataset(tr, t);
-      t.train = false;
-      t.resize_short = static_cast<int>(std::lround(image_size * 256.0 / 224.0));
-      eval = imagenet::make_dataset(va, t);
-    } else {
-      BH_THROW(InvalidArgument,
-               "resnet50.dataset '{}' is not one of imagenet, fashion-mnist, synthetic", dataset);
-    }
-    train = first_n(train, get_int(o, "train-samples"));
-    eval = first_n(eval, get_int(o, "eval-samples"));
-    data::SamplerOptions so;
-    so.dataset_size = train->size();
-    so.rank = ctx.rank;
-    so.world_size = ctx.world_size;
-    so.shuffle = true;
-    so.seed = ctx.seed;
-    so.tail = data::TailPolicy::drop;
-    data::LoaderOptions lo;
-    lo.batch_size = batch_size_;
-    lo.num_threads = loader_threads;
-    lo.drop_last_batch = true;
-    lo.seed = ctx.seed;
-    lo.device = ctx.device;  // pinned host memory and a side-stream copy on CUDA
-    train_source_ = std::make_unique<data::DataLoader>(train, data::Sampler(so), lo);
-    BH_CHECK_AS(InvalidArgument, train_source_->batches_per_epoch() > 0,
-                "resnet50: {} training samples give no full batch of {} per rank", train->size(),
-                batch_size_);
-    so.dataset_size = eval->size();
-    so.shuffle = false;
-    so.tail = data::TailPolicy::uneven;
-    lo.batch_size = get_int(o, "eval-batch-size");
-    lo.drop_last_batch = false;
-    eval_source_ = std::make_unique<data::DataLoader>(eval, data::Sampler(so), lo);
-    eval_samples_ = eval->size();
-    train_size = train_source_->batches_per_epoch() * batch_size_ * ctx.world_size;
-  }
+void ResNetWorkload::build_data() {
+  DataSources data = build_data_sources(ctx_, model_->config(), batch_size_);
+  train_source_ = std::move(data.train);
+  eval_source_ = std::move(data.eval);
+  samples_per_epoch_ = data.samples_per_epoch;
+  eval_samples_ = data.eval_samples;
   steps_per_epoch_ = train_source_->batches_per_epoch();
+}
 
-  // ---- optimizer and schedule ----
-  const std::string opt_name = option(o, "optimizer");
-  const float base_lr = static_cast<float>(get_float(o, "base-lr"));
-  const float end_lr = static_cast<float>(get_float(o, "end-lr"));
-  const double warmup_epochs = get_float(o, "warmup-epochs");
-  const float power = static_cast<float>(get_float(o, "poly-power"));
-  const float momentum = static_cast<float>(get_float(o, "momentum"));
-  const float wd = static_cast<float>(get_float(o, "weight-decay"));
+// The warm-up + polynomial-decay schedule over the run's epochs, and LARS or SGD.
+void ResNetWorkload::build_optimizer() {
+  const Options& o = ctx_.options;
   optim::WarmupPolyOptions so;
-  so.base_lr = base_lr;
-  so.warmup_steps = static_cast<std::int64_t>(std::llround(warmup_epochs * steps_per_epoch_));
-  so.total_steps = std::max<std::int64_t>(epochs * steps_per_epoch_, so.warmup_steps + 1);
-  so.power = power;
-  so.end_lr = end_lr;
+  so.base_lr = static_cast<float>(o.get_float("base-lr"));
+  so.warmup_steps = static_cast<std::int64_t>(std::llround(o.get_float("warmup-epochs") * steps_per_epoch_));
+  so.total_steps = std::max<std::int64_t>(o.get_int("epochs") * steps_per_epoch_, so.warmup_steps + 1);
+  so.power = static_cast<float>(o.get_float("poly-power"));
+  so.end_lr = static_cast<float>(o.get_float("end-lr"));
   schedule_ = std::make_unique<optim::WarmupPolySchedule>(so);
-  const std::int64_t decay_steps = so.total_steps - so.warmup_steps;
-  if (opt_name == "lars") {
+  decay_steps_ = so.total_steps - so.warmup_steps;
+  label_smoothing_ = static_cast<float>(o.get_float("label-smoothing"));
+  const float momentum = static_cast<float>(o.get_float("momentum"));
+  const float wd = static_cast<float>(o.get_float("weight-decay"));
+  if (o.get_string("optimizer") == "lars") {
     optim::LarsOptions lo;
     lo.momentum = momentum;
     lo.weight_decay = wd;
-    lo.eta = static_cast<float>(get_float(o, "lars-eta"));
-    lo.epsilon = static_cast<float>(get_float(o, "lars-epsilon"));
+    lo.eta = static_cast<float>(o.get_float("lars-eta"));
+    lo.epsilon = static_cast<float>(o.get_float("lars-epsilon"));
     optimizer_ = std::make_unique<optim::Lars>(model_->parameters(), lo);
-  } else if (opt_name == "sgd") {
+  } else {  // sgd (the declaration allows nothing else)
     optim::SgdOptions sg;
     sg.momentum = momentum;
-    sg.nesterov = get_bool(o, "nesterov");
+    sg.nesterov = o.get_bool("nesterov");
     sg.weight_decay = wd;
     optimizer_ = std::make_unique<optim::Sgd>(model_->parameters(), sg);
-  } else {
-    BH_THROW(InvalidArgument, "resnet50.optimizer '{}' is not lars or sgd", opt_name);
   }
-  if (ctx.world_size > 1) {
-    BH_CHECK_AS(InvalidArgument, ctx.communicator != nullptr,
-                "resnet50: world size {} but no communicator", ctx.world_size);
-    data_parallel_ = std::make_unique<DataParallel>(model_->parameters(), *ctx.communicator);
-  }
+}
 
-  // ---- MLLOG hyperparameters (mlcommons/logging closed_resnet.yaml and resnet_<opt>.yaml) ----
-  const std::int64_t global_batch = batch_size_ * ctx.world_size;
+void ResNetWorkload::build_data_parallel() {
+  if (ctx_.world_size <= 1) return;
+  BH_CHECK_AS(InvalidArgument, ctx_.communicator != nullptr, "resnet50: world size {} but no communicator",
+              ctx_.world_size);
+  data_parallel_ = std::make_unique<DataParallel>(model_->parameters(), *ctx_.communicator);
+}
+
+namespace {
+
+// resnet_lars.yaml: the LARS schedule and optimizer, under their MLPerf names.
+void add_lars_hyperparameters(Hyperparameters& h, const Options& o, std::int64_t decay_steps) {
+  h.emplace_back("lars_epsilon", o.get_float("lars-epsilon"));
+  h.emplace_back("lars_opt_weight_decay", o.get_float("weight-decay"));
+  h.emplace_back("lars_opt_base_learning_rate", o.get_float("base-lr"));
+  h.emplace_back("lars_opt_end_learning_rate", o.get_float("end-lr"));
+  h.emplace_back("lars_opt_learning_rate_decay_poly_power", o.get_float("poly-power"));
+  h.emplace_back("lars_opt_learning_rate_decay_steps", decay_steps);
+  h.emplace_back("lars_opt_learning_rate_warmup_epochs", o.get_float("warmup-epochs"));
+  h.emplace_back("lars_opt_momentum", o.get_float("momentum"));
+}
+
+// resnet_sgd.yaml: the same for SGD.
+void add_sgd_hyperparameters(Hyperparameters& h, const Options& o, std::int64_t decay_steps) {
+  h.emplace_back("sgd_opt_base_learning_rate", o.get_float("base-lr"));
+  h.emplace_back("sgd_opt_end_learning_rate", o.get_float("end-lr"));
+  h.emplace_back("sgd_opt_learning_rate_decay_poly_power", o.get_float("poly-power"));
+  h.emplace_back("sgd_opt_learning_rate_decay_steps", decay_steps);
+  h.emplace_back("sgd_opt_weight_decay", o.get_float("weight-decay"));
+  h.emplace_back("sgd_opt_momentum", o.get_float("momentum"));
+  h.emplace_back("sgd_opt_nesterov", o.get_bool("nesterov"));
+  // resnet_sgd.yaml asks for the step-decay boundaries too; the schedule here is the
+  // polynomial one (no boundaries), so the list is empty rather than absent.
+  h.emplace_back("opt_learning_rate_decay_boundary_epochs", std::vector<double>{});
+}
+
+}  // namespace
+
+// MLLOG hyperparameters (mlcommons/logging closed_resnet.yaml and resnet_<opt>.yaml). Logged from
+// the option values as given (doubles), not from the optimizer's float copies.
+void ResNetWorkload::log_hyperparameters() {
+  const Options& o = ctx_.options;
+  const std::string opt_name = o.get_string("optimizer");
   hyper_.clear();
-  hyper_.emplace_back("global_batch_size", global_batch);
+  hyper_.emplace_back("global_batch_size", batch_size_ * ctx_.world_size);
   hyper_.emplace_back("gradient_accumulation_steps", std::int64_t{1});
   hyper_.emplace_back("opt_name", opt_name);
-  // Logged from the option values as given (doubles), not from the float copies above.
-  const double base_lr_d = get_float(o, "base-lr"), end_lr_d = get_float(o, "end-lr"),
-               power_d = get_float(o, "poly-power"), momentum_d = get_float(o, "momentum"),
-               wd_d = get_float(o, "weight-decay");
-  hyper_.emplace_back("opt_base_learning_rate", base_lr_d);
-  hyper_.emplace_back("opt_learning_rate_warmup_epochs", warmup_epochs);
+  hyper_.emplace_back("opt_base_learning_rate", o.get_float("base-lr"));
+  hyper_.emplace_back("opt_learning_rate_warmup_epochs", o.get_float("warmup-epochs"));
   hyper_.emplace_back("model_bn_span", batch_size_);
-  hyper_.emplace_back("label_smoothing", get_float(o, "label-smoothing"));
-  if (opt_name == "lars") {
-    hyper_.emplace_back("lars_epsilon", get_float(o, "lars-epsilon"));
-    hyper_.emplace_back("lars_opt_weight_decay", wd_d);
-    hyper_.emplace_back("lars_opt_base_learning_rate", base_lr_d);
-    hyper_.emplace_back("lars_opt_end_learning_rate", end_lr_d);
-    hyper_.emplace_back("lars_opt_learning_rate_decay_poly_power", power_d);
-    hyper_.emplace_back("lars_opt_learning_rate_decay_steps", decay_steps);
-    hyper_.emplace_back("lars_opt_learning_rate_warmup_epochs", warmup_epochs);
-    hyper_.emplace_back("lars_opt_momentum", momentum_d);
-  } else {
-    hyper_.emplace_back("sgd_opt_base_learning_rate", base_lr_d);
-    hyper_.emplace_back("sgd_opt_end_learning_rate", end_lr_d);
-    hyper_.emplace_back("sgd_opt_learning_rate_decay_poly_power", power_d);
-    hyper_.emplace_back("sgd_opt_learning_rate_decay_steps", decay_steps);
-    hyper_.emplace_back("sgd_opt_weight_decay", wd_d);
-    hyper_.emplace_back("sgd_opt_momentum", momentum_d);
-    hyper_.emplace_back("sgd_opt_nesterov", get_bool(o, "nesterov"));
-    // resnet_sgd.yaml asks for the step-decay boundaries too; the schedule here is the
-    // polynomial one (no boundaries), so the list is empty rather than absent.
-    hyper_.emplace_back("opt_learning_rate_decay_boundary_epochs", std::vector<double>{});
-  }
+  hyper_.emplace_back("label_smoothing", o.get_float("label-smoothing"));
+  if (opt_name == "lars")
+    add_lars_hyperparameters(hyper_, o, decay_steps_);
+  else
+    add_sgd_hyperparameters(hyper_, o, decay_steps_);
   // closed_resnet.yaml: one weights_initialization event per tensor, under MLPerf's names.
   std::vector<std::string> initialized;
   for (auto* p : model_->parameters()) initialized.push_back(ResNet::mlperf_tensor_name(p->name));
   hyper_.emplace_back("weights_initialization", std::move(initialized));
+}
 
+RunInfo ResNetWorkload::run_info() const {
+  const Options& o = ctx_.options;
   RunInfo info;
-  info.samples_per_epoch = train_size;
-  info.eval_every_samples = eval_every_epochs * train_size;
-  info.global_batch_size = global_batch;
-  info.max_epochs = epochs;
+  info.samples_per_epoch = samples_per_epoch_;
+  info.eval_every_samples = o.get_int("eval-every-epochs") * samples_per_epoch_;
+  info.global_batch_size = batch_size_ * ctx_.world_size;
+  info.max_epochs = o.get_int("epochs");
+  const std::int64_t image_size = o.get_int("image-size");
   const double macs = model_->forward_macs_per_image(image_size, image_size);
   info.infer_flops_per_sample = 2.0 * macs;
   info.train_flops_per_sample = 3.0 * 2.0 * macs;
   info.eval_samples = eval_samples_;
-  info.metric_target = get_float(o, "target");
-  BH_CHECK_AS(InvalidArgument, info.metric_target > 0 && info.metric_target <= 1,
-              "resnet50.target {} must be a top-1 accuracy in (0, 1]", info.metric_target);
-  model_->train(ctx.mode != "infer");
+  info.metric_target = o.get_float("target");
   return info;
 }
 
@@ -457,32 +348,15 @@ EvalResult ResNetWorkload::evaluate() {
               "resnet50: no evaluation set (synthetic data has none); use a real dataset for ttt");
   const auto math = precision_.policy().math_scope();
   model_->train(false);
-  std::int64_t correct = 0, total = 0;
+  metrics::TopKAccuracy top1(1);
   eval_source_->start_epoch(0);
-  while (auto b = eval_source_->next()) {
-    const Tensor logits = nn::cast(model_->forward(as_model_input((*b)["image"], model_->config())), DType::f32)
-                              .to(Device::cpu())
-                              .contiguous();
-    const Tensor labels = (*b)["label"].to(Device::cpu()).to(DType::i64);
-    const std::int64_t n = logits.size(0), classes = logits.size(1);
-    const float* p = logits.data<float>();
-    const std::int64_t* l = labels.data<std::int64_t>();
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float* row = p + i * classes;
-      const std::int64_t arg = std::max_element(row, row + classes) - row;
-      correct += arg == l[i] ? 1 : 0;
-    }
-    total += n;
-  }
+  while (auto b = eval_source_->next())
+    top1.add(model_->forward(as_model_input((*b)["image"], model_->config())), (*b)["label"]);
   model_->train(true);
-  if (ctx_.world_size > 1 && ctx_.communicator != nullptr) {
-    auto sums = allreduce_values(*ctx_.communicator, std::vector<std::int64_t>{correct, total},
-                                 ReduceOp::sum);
-    correct = sums[0];
-    total = sums[1];
-  }
+  // Each rank evaluated its share of the set: the counts are summed over the ranks.
+  const std::int64_t total = top1.total_counted(ctx_.communicator);
   BH_CHECK_AS(DataError, total > 0, "resnet50: the evaluation set is empty");
-  return {static_cast<double>(correct) / static_cast<double>(total), total};
+  return {top1.compute(ctx_.communicator), total};
 }
 
 StepResult ResNetWorkload::infer_step() {

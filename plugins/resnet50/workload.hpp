@@ -5,8 +5,9 @@
 ///
 /// Modes: ttt (evaluate() = top-1 over the whole evaluation set), train (throughput; synthetic
 /// data when RunContext::synthetic_data), infer (forward only in eval mode, one batch per step).
-/// Options are listed by describe() (prefix "resnet50."); configs/resnet50/ holds mlperf.conf
-/// (LARS), sgd.conf (SGD + momentum) and mini.conf.
+/// Options are declared once by describe() (prefix "resnet50.", Note [ResNet options]), with the
+/// MLPerf rules of benchmark "resnet"; configs/resnet50/ holds mlperf.conf (LARS), sgd.conf (SGD +
+/// momentum) and mini.conf. The model is in model.hpp, the data in data.hpp.
 ///
 /// Threading: the host drives one instance from one thread; the data loader has its own threads.
 
@@ -22,7 +23,7 @@
 #include "benchhost/optim/schedule.hpp"
 #include "benchhost/precision.hpp"
 #include "benchhost/workload.hpp"
-#include "resnet.hpp"
+#include "model.hpp"
 
 namespace benchhost {
 class DataParallel;
@@ -53,10 +54,17 @@ class ResNetWorkload final : public Workload {
   optim::Optimizer& optimizer() { return *optimizer_; }
   /// The model configuration the options describe.
   static ResNetConfig model_config(const Options& options);
-  /// An option's value, or its declared default when the host did not pass it.
-  static std::string option(const Options& options, const std::string& name);
 
  private:
+  // setup()'s steps, in order; each reads ctx_ and what the steps before it built.
+  void build_model();
+  void read_batch_size();
+  void build_data();
+  void build_optimizer();
+  void build_data_parallel();
+  void log_hyperparameters();
+  RunInfo run_info() const;
+
   RunContext ctx_;
   TrainingPrecision precision_;
   std::unique_ptr<ResNet> model_;
@@ -69,8 +77,10 @@ class ResNetWorkload final : public Workload {
   Tensor infer_images_;
   std::int64_t epoch_ = -1;
   std::int64_t steps_per_epoch_ = 0;
-  std::int64_t batch_size_ = 0;
+  std::int64_t batch_size_ = 0;         ///< per rank
+  std::int64_t samples_per_epoch_ = 0;  ///< over all ranks
   std::int64_t eval_samples_ = 0;
+  std::int64_t decay_steps_ = 0;        ///< of the learning-rate schedule, after the warm-up
   float label_smoothing_ = 0;
   Hyperparameters hyper_;
 };

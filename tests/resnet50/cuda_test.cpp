@@ -9,7 +9,7 @@
 #include "benchhost/nn/ops.hpp"
 #include "benchhost/optim/optimizer.hpp"
 #include "common/gradcheck.hpp"
-#include "resnet.hpp"
+#include "model.hpp"
 
 namespace {
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -22,23 +23,16 @@ namespace fs = std::filesystem;
 const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
 const fs::path kMiniConf = fs::path(BENCHHOST_SOURCE_DIR) / "configs" / "resnet50" / "mini.conf";
 
-/// "key = value" lines of a config file (comments and blank lines skipped).
+/// The config file's "key = value" entries by key.
 std::map<std::string, std::string> read_conf(const fs::path& path) {
   std::map<std::string, std::string> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
-    const auto eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    auto trim = [](std::string s) {
-      s.erase(0, s.find_first_not_of(" \t"));
-      s.erase(s.find_last_not_of(" \t\r") + 1);
-      return s;
-    };
-    out[trim(line.substr(0, eq))] = trim(line.substr(eq + 1));
-  }
+  for (const ConfigEntry& e : read_config_file(path.string())) out[e.key] = e.value;
   return out;
+}
+
+/// The mini config's resnet50.* values, checked against the declaration.
+Options mini_options() {
+  return declared_options<resnet::ResNetWorkload>(plugin_values(read_config_file(kMiniConf.string()), "resnet50"));
 }
 
 TEST(ResNet50Mini, ReachesTargetOnFashionMnist) {
@@ -46,7 +40,7 @@ TEST(ResNet50Mini, ReachesTargetOnFashionMnist) {
     GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
   ASSERT_TRUE(fs::exists(kMiniConf)) << kMiniConf;
   const auto conf = read_conf(kMiniConf);
-  const double target = std::stod(conf.at("resnet50.target"));
+  const double target = mini_options().get_float("target");
   ASSERT_GE(target, 0.90);
 
   const fs::path exe = fs::path(BENCHHOST_BINARY_DIR) / "bin" / "benchhost";
@@ -80,16 +74,13 @@ TEST(ResNet50Mini, ReachesTargetOnFashionMnist) {
 
   // No executable in this build: the same options through the Workload class, the host's ttt
   // loop in miniature (evaluate at the configured interval, stop at the target).
-  std::map<std::string, std::string> options;
-  for (const auto& [k, v] : conf)
-    if (k.rfind("resnet50.", 0) == 0) options[k.substr(9)] = v;
   RunContext ctx;
   ctx.mode = "ttt";
   ctx.device = Device::cpu();
   ctx.precision = "fp32";
   ctx.seed = std::stoull(conf.count("seed") ? conf.at("seed") : "1");
   ctx.num_threads = 2;
-  ctx.options = Options("resnet50", options);
+  ctx.options = mini_options();
   resnet::ResNetWorkload w;
   const RunInfo info = w.setup(ctx);
   double top1 = 0;
@@ -113,11 +104,9 @@ TEST(ResNet50Mini, ReachesTargetOnFashionMnist) {
 // f32 promotion. On the CPU the batch norm (oneDNN, f32 only) is, once per BN layer and timed
 // step; an fp32 run reports none. Synthetic data, so no dataset is needed.
 TEST(ResNet50Host, ReportsTheOpsABf16RunPromotes) {
-  const auto conf = read_conf(kMiniConf);
-  int blocks = 0;
-  for (const char* p = conf.at("resnet50.blocks").c_str(); *p; ++p)
-    if (*p >= '0' && *p <= '9') blocks += *p - '0';  // "1,1,1,1": single digits
-  const int bn_layers = 1 + 3 * blocks + 4;           // stem, three per block, one per stage's projection
+  const auto blocks = mini_options().get_int_list("blocks");
+  const std::int64_t bn_layers =  // stem, three per block, one per stage's projection
+      1 + 3 * std::accumulate(blocks.begin(), blocks.end(), std::int64_t{0}) + static_cast<std::int64_t>(blocks.size());
   const std::string common = "--mode train --synthetic -b 8 -w 1 -i 3 --threads 2";
   const auto bf16 = test_support::run_host("resnet50", common + " --precision bf16", "resnet50_bf16_promotions");
   if (!bf16.started) GTEST_SKIP() << bf16.why;
@@ -133,6 +122,19 @@ TEST(ResNet50Host, ReportsTheOpsABf16RunPromotes) {
   ASSERT_TRUE(fp32.started) << fp32.why;
   ASSERT_EQ(fp32.exit_code, 0) << fp32.console;
   EXPECT_EQ(fp32.result.at("promoted_calls"), nlohmann::json::object()) << "fp32 promotes nothing";
+}
+
+// Note [Options declared once]: the host refuses a value outside the declared range before any
+// run starts, naming the option, the value and the allowed range.
+TEST(ResNet50Host, RefusesAnOutOfRangeOption) {
+  const auto run = test_support::run_host(
+      "resnet50", "--mode train --synthetic -b 2 -i 1 -w 0 --resnet50.image-size 4", "resnet50_out_of_range");
+  if (run.exit_code == -1) GTEST_SKIP() << run.why;
+  EXPECT_FALSE(run.started) << run.console;
+  EXPECT_NE(run.exit_code, 0) << run.console;
+  EXPECT_NE(run.console.find("option --resnet50.image-size: '4' is below the minimum 8; allowed: an integer >= 8"),
+            std::string::npos)
+      << run.console;
 }
 
 }  // namespace

@@ -17,7 +17,7 @@
 #include "benchhost/nn/serialize.hpp"
 #include "benchhost/optim/optimizer.hpp"
 #include "common/gradcheck.hpp"
-#include "resnet.hpp"
+#include "model.hpp"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include "benchhost/nn/serialize.hpp"
 #include "common/gradcheck.hpp"
 #include "imagenet_folder.hpp"
-#include "resnet.hpp"
+#include "model.hpp"
 #include "workload.hpp"
 
 namespace {
@@ -57,6 +57,28 @@ TEST(ResNet50, MlperfTensorNamesCoverTheComplianceList) {
                         "stage1_unit1_conv1sc_weight", "stage1_unit1_bnsc_beta",
                         "stage3_unit6_bn3_gamma", "stage4_unit3_conv3_weight"})
     EXPECT_TRUE(names.count(n)) << n;
+}
+
+// describe() declares closed ResNet-50's tensor names from the architecture
+// (mlperf_tensor_names), a run logs them from the built model's parameters (mlperf_tensor_name):
+// the two must be the same list, or a closed run would fail its own plugin's rules.
+TEST(ResNet50, MlperfTensorNamesFromTheArchitectureMatchTheBuiltModel) {
+  ResNetConfig mini = ResNetConfig::resnet50(10);
+  mini.blocks = {1, 1, 1, 1};
+  mini.base_width = 8;
+  mini.small_stem = true;
+  ResNetConfig uneven = mini;
+  uneven.blocks = {2, 1, 3};
+  for (const ResNetConfig& c : {ResNetConfig::resnet50(1000), mini, uneven}) {
+    SCOPED_TRACE(fmt::format("blocks {}", fmt::join(c.blocks, ",")));
+    ResNet model(c);
+    std::vector<std::string> logged;
+    for (nn::Parameter* p : model.parameters()) logged.push_back(ResNet::mlperf_tensor_name(p->name));
+    EXPECT_EQ(mlperf_tensor_names(c.blocks), logged);
+  }
+  const std::vector<std::string> closed = mlperf_tensor_names(ResNetConfig::resnet50().blocks);
+  EXPECT_EQ(closed.size(), 161u);
+  EXPECT_EQ(std::set<std::string>(closed.begin(), closed.end()).size(), 161u) << "all distinct";
 }
 
 TEST(ResNet50, ZeroInitOfLastBnGamma) {
@@ -218,7 +240,7 @@ RunContext context(std::map<std::string, std::string> options, const std::string
   ctx.precision = "fp32";
   ctx.seed = 7;
   ctx.num_threads = 2;
-  ctx.options = Options("resnet50", std::move(options));
+  ctx.options = declared_options<ResNetWorkload>(std::move(options));
   return ctx;
 }
 
@@ -305,14 +327,101 @@ TEST(ResNet50Workload, SupportAndOptionErrors) {
   ctx.precision = "fp32";
   ctx.device = Device::cuda(0);
   if (!device_available(ctx.device)) EXPECT_NE(ResNetWorkload::check_support(ctx), "");
+  // Values the declaration does not allow never reach setup().
+  EXPECT_THROW(context({{"optimizer", "adam"}, {"dataset", "synthetic"}, {"blocks", "1"}}), InvalidArgument);
+  EXPECT_THROW(context({{"blocks", "3,x"}}), InvalidArgument);
+  EXPECT_THROW(context({{"stages", "4"}}), InvalidArgument);  // not an option
   ResNetWorkload w;
-  EXPECT_THROW(w.setup(context({{"optimizer", "adam"}, {"dataset", "synthetic"}, {"blocks", "1"},
-                                {"image-size", "16"}, {"batch-size", "2"}})),
-               InvalidArgument);
-  EXPECT_THROW(w.setup(context({{"blocks", "3,x"}})), InvalidArgument);
   EXPECT_THROW(w.setup(context({{"dataset", "imagenet"}, {"data-dir", "/nonexistent/imagenet"},
                                 {"blocks", "1"}})),
                DataError);
+  EXPECT_THROW(w.setup(context({{"dataset", "imagenet"}, {"blocks", "1"}})), InvalidArgument);  // no data-dir
+  // A cross-option check setup() keeps: training batch norm needs two samples per batch.
+  EXPECT_THROW(w.setup(context({{"dataset", "synthetic"}, {"blocks", "1"}, {"batch-size", "1"}}, "train")),
+               InvalidArgument);
+}
+
+/// Expects the declaration to refuse `values` with a message that contains `why`.
+void expect_refused(std::map<std::string, std::string> values, const std::string& why) {
+  try {
+    declared_options<ResNetWorkload>(std::move(values));
+    ADD_FAILURE() << "accepted; expected a refusal with: " << why;
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+  }
+}
+
+// Note [Options declared once]: a value outside the declared range is refused with the option,
+// the value and what is allowed; the defaults are the MLPerf reference.
+TEST(ResNet50Workload, OutOfRangeOptionsAreRefusedWithTheirRange) {
+  expect_refused({{"target", "1.5"}},
+                 "option --resnet50.target: '1.5' is above the maximum 1; allowed: a number in (0, 1]");
+  expect_refused({{"target", "0"}}, "allowed: a number in (0, 1]");
+  expect_refused({{"image-size", "4"}},
+                 "option --resnet50.image-size: '4' is below the minimum 8; allowed: an integer >= 8");
+  expect_refused({{"blocks", "3,4,0,3"}}, "allowed: a comma-separated list of 1 to 8 integers >= 1");
+  expect_refused({{"blocks", "1,1,1,1,1,1,1,1,1"}}, "has 9 elements");
+  expect_refused({{"layout", "chwn"}}, "allowed: one of nhwc, nchw");
+  expect_refused({{"momentum", "1"}}, "allowed: a number in [0, 1)");
+}
+
+fs::path shipped_config(const std::string& name) {
+  return fs::path(BENCHHOST_SOURCE_DIR) / "configs" / "resnet50" / name;
+}
+
+// Note [ResNet options]: the defaults are the MLPerf closed reference, which mlperf.conf repeats
+// value for value (but for where the data lives).
+TEST(ResNet50Workload, DefaultsAreTheMlperfReference) {
+  const Options defaults = declared_options<ResNetWorkload>({});
+  const auto reference = plugin_values(read_config_file(shipped_config("mlperf.conf").string()), "resnet50");
+  for (const OptionSpec& spec : defaults.declaration()) {
+    if (spec.name == "data-dir" || !reference.count(spec.name)) continue;
+    SCOPED_TRACE(spec.name);
+    const Options given = declared_options<ResNetWorkload>({{spec.name, reference.at(spec.name)}});
+    if (spec.type == "float")
+      EXPECT_EQ(defaults.get_float(spec.name), given.get_float(spec.name));
+    else if (spec.type == "int-list")
+      EXPECT_EQ(defaults.get_int_list(spec.name), given.get_int_list(spec.name));
+    else if (spec.type == "int")
+      EXPECT_EQ(defaults.get_int(spec.name), given.get_int(spec.name));
+    else if (spec.type == "bool")
+      EXPECT_EQ(defaults.get_bool(spec.name), given.get_bool(spec.name));
+    else
+      EXPECT_EQ(defaults.get_string(spec.name), given.get_string(spec.name));
+  }
+}
+
+// Every config shipped in configs/resnet50/ is allowed by the declaration.
+TEST(ResNet50Workload, ShippedConfigsAreAllowed) {
+  for (const char* name : {"mlperf.conf", "sgd.conf", "mini.conf"}) {
+    SCOPED_TRACE(name);
+    const auto entries = read_config_file(shipped_config(name).string());
+    const Options o = declared_options<ResNetWorkload>(plugin_values(entries, "resnet50"));
+    EXPECT_FALSE(o.values().empty());
+  }
+}
+
+// The rules tools/mllog_check.py checks a "resnet" MLLOG against: closed ResNet-50's 161 tensors,
+// from the architecture (no model is built by describe()).
+TEST(ResNet50Workload, DeclaresTheMlperfRulesOfResnet) {
+  const WorkloadInfo info = ResNetWorkload::describe();
+  EXPECT_EQ(info.benchmark, "resnet");
+  const mlperf::Rules& r = info.mlperf;
+  EXPECT_TRUE(r.closed_division);
+  EXPECT_EQ(r.runs, 5);
+  EXPECT_EQ(r.olympic_drop_each_side, 1);
+  ASSERT_TRUE(r.closed_target.min.has_value());
+  EXPECT_EQ(*r.closed_target.min, 0.759);
+  std::map<std::string, const mlperf::LoggedKey*> keys;
+  for (const mlperf::LoggedKey& k : r.keys) EXPECT_TRUE(keys.emplace(k.key, &k).second) << k.key << " twice";
+  EXPECT_EQ(keys.size(), 3u + 8u + 7u);
+  ASSERT_TRUE(keys.count("weights_initialization"));
+  EXPECT_EQ(keys["weights_initialization"]->closed_metadata_values,
+            mlperf_tensor_names(ResNetConfig::resnet50().blocks));
+  ASSERT_TRUE(keys.count("lars_opt_momentum"));
+  EXPECT_EQ(keys["lars_opt_momentum"]->when_value, "lars");
+  ASSERT_TRUE(keys.count("opt_learning_rate_decay_boundary_epochs"));
+  EXPECT_EQ(keys["opt_learning_rate_decay_boundary_epochs"]->when_value, "sgd");
 }
 
 }  // namespace

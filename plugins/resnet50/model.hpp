@@ -1,5 +1,5 @@
 #pragma once
-/// @file plugins/resnet50/resnet.hpp  ResNet v1.5 (bottleneck) with explicit backward, built from
+/// @file plugins/resnet50/model.hpp  ResNet v1.5 (bottleneck) with explicit backward, built from
 /// the SDK's conv/bn/pool layers. One implementation for the full ResNet-50 and the width/depth
 /// scaled variants of the mini config.
 ///
@@ -94,6 +94,14 @@ class ResNet : public nn::Layer {
   nn::GlobalAvgPool* pool_;
   nn::Linear* fc_;
 };
+
+/// MLPerf's names of the parameters of a ResNet with `blocks` bottlenecks per stage, in the order
+/// of ResNet::parameters(), read off the architecture without building it (describe() declares
+/// closed ResNet-50's 161 names, and `benchhost list` must not allocate 25M parameters for that):
+/// conv0_weight, bn0_gamma/beta; per stage s and unit u (1-based) stage{s}_unit{u}_conv{1,2,3}_weight
+/// and _bn{1,2,3}_gamma/beta, the first unit adding the projection's conv1sc_weight and
+/// bnsc_gamma/beta; fc1_weight, fc1_bias. The same names mlperf_tensor_name() gives a built model.
+std::vector<std::string> mlperf_tensor_names(const std::vector<std::int64_t>& blocks);
 
 /// y = relu(a + b), written into `a` (which must be a contiguous f32 tensor the caller owns).
 void add_relu_(Tensor& a, const Tensor& b);

@@ -1,10 +1,10 @@
-// ResNet v1.5 forward/backward (see resnet.hpp, Note [ResNet-50 v1.5]).
+// ResNet v1.5 forward/backward (see model.hpp, Note [ResNet-50 v1.5]).
 //
 // Parameter names follow torchvision's resnet50 state_dict ("layer2.0.downsample.1.weight"),
 // so a weights file written here loads into the PyTorch peer unchanged, and
 // mlperf_tensor_name() maps them to the names MLPerf's compliance checker expects.
 
-#include "resnet.hpp"
+#include "model.hpp"
 
 #include <cmath>
 #include <regex>
@@ -279,6 +279,24 @@ std::string ResNet::mlperf_tensor_name(const std::string& n) {
     return fmt::format("stage{}_unit{}_bnsc_{}", m[1].str(), unit, bn_suffix(m[4]));
   }
   return "";
+}
+
+std::vector<std::string> mlperf_tensor_names(const std::vector<std::int64_t>& blocks) {
+  std::vector<std::string> names{"conv0_weight", "bn0_gamma", "bn0_beta"};
+  for (std::size_t s = 0; s < blocks.size(); ++s) {
+    for (std::int64_t u = 1; u <= blocks[s]; ++u) {
+      const std::string unit = fmt::format("stage{}_unit{}_", s + 1, u);
+      for (int i = 1; i <= 3; ++i)
+        names.insert(names.end(), {fmt::format("{}conv{}_weight", unit, i), fmt::format("{}bn{}_gamma", unit, i),
+                                   fmt::format("{}bn{}_beta", unit, i)});
+      // The first unit of every stage changes the width (expansion 4) and, past stage 1, strides:
+      // it has the projection shortcut (Bottleneck: stride != 1 or in_channels != out_channels).
+      if (u == 1)
+        for (const char* n : {"conv1sc_weight", "bnsc_gamma", "bnsc_beta"}) names.push_back(unit + n);
+    }
+  }
+  names.insert(names.end(), {"fc1_weight", "fc1_bias"});
+  return names;
 }
 
 }  // namespace benchhost::resnet
