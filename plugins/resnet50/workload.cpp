@@ -66,25 +66,10 @@ std::vector<OptionSpec> option_specs() {
   };
 }
 
-// A key logged exactly once, its value checked in both divisions (no check by default).
-mlperf::LoggedKey logged_once(std::string key, mlperf::ValueCheck check = {}) {
-  mlperf::LoggedKey k;
-  k.key = std::move(key);
-  k.check = std::move(check);
-  return k;
-}
-
-// A key logged exactly once by a run whose opt_name is `optimizer` (resnet_<optimizer>.yaml).
-mlperf::LoggedKey logged_once_with(const char* optimizer, std::string key) {
-  mlperf::LoggedKey k = logged_once(std::move(key));
-  k.when_key = "opt_name";
-  k.when_value = optimizer;
-  return k;
-}
-
 // What MLPerf Training v3.0 requires of benchmark "resnet" (closed_resnet.yaml, resnet_lars.yaml,
 // resnet_sgd.yaml of mlcommons/logging, and the rules' 5 runs with an olympic mean).
 mlperf::Rules mlperf_rules() {
+  using mlperf::logged_once;
   mlperf::Rules r;
   r.closed_division = true;
   r.runs = 5;
@@ -103,11 +88,11 @@ mlperf::Rules mlperf_rules() {
                           "lars_opt_end_learning_rate", "lars_opt_learning_rate_decay_poly_power",
                           "lars_opt_learning_rate_decay_steps", "lars_opt_learning_rate_warmup_epochs",
                           "lars_opt_momentum"})
-    r.keys.push_back(logged_once_with("lars", key));
+    r.keys.push_back(mlperf::logged_once_when(key, "opt_name", "lars"));
   for (const char* key : {"sgd_opt_base_learning_rate", "sgd_opt_end_learning_rate",
                           "sgd_opt_learning_rate_decay_poly_power", "sgd_opt_learning_rate_decay_steps",
                           "sgd_opt_weight_decay", "sgd_opt_momentum", "opt_learning_rate_decay_boundary_epochs"})
-    r.keys.push_back(logged_once_with("sgd", key));
+    r.keys.push_back(mlperf::logged_once_when(key, "opt_name", "sgd"));
   return r;
 }
 
