@@ -25,7 +25,7 @@ ImageDatasets real_datasets(const Options& o, const ResNetConfig& model) {
   if (o.get_string("dataset") == "fashion-mnist") {
     std::string dir = o.get_string("data-dir");
     if (dir.empty()) dir = "/usr/share/datasets/fashion-mnist";
-    ds = fashion_mnist_datasets(dir);
+    ds = fashion_mnist_datasets(dir, model, o.get_int("image-size"));
   } else {
     const std::string root = o.get_string("data-dir");
     BH_CHECK_AS(InvalidArgument, !root.empty(),
@@ -98,7 +98,7 @@ DataSources synthetic_sources(const RunContext& ctx, const ResNetConfig& model, 
   return out;
 }
 
-ImageDatasets fashion_mnist_datasets(const std::string& dir) {
+ImageDatasets fashion_mnist_datasets(const std::string& dir, const ResNetConfig& model, std::int64_t image_size) {
   auto idx = [&](const char* images, const char* labels) {
     const fs::path pi = fs::path(dir) / images, pl = fs::path(dir) / labels;
     if (!fs::exists(pi) || !fs::exists(pl))
@@ -107,7 +107,18 @@ ImageDatasets fashion_mnist_datasets(const std::string& dir) {
                "dataset-fashion-mnist, or set resnet50.data-dir)",
                pi.string(), pl.string());
     // Fashion-MNIST pixel mean/std over the training set.
-    return std::make_shared<data::IdxClassificationDataset>(pi.string(), pl.string(), 0.2860f, 0.3530f);
+    auto ds = std::make_shared<data::IdxClassificationDataset>(pi.string(), pl.string(), 0.2860f, 0.3530f);
+    // Images of another shape (an IDX header saying 1x784 for 28x28) or labels the classifier has
+    // no output for are data errors naming the file, not a run that trains on nonsense.
+    const Tensor& im = ds->images();
+    BH_CHECK_AS(DataError, im.size(1) == image_size && im.size(2) == image_size,
+                "{}: images are {}x{} but resnet50.image-size is {}", pi.string(), im.size(1), im.size(2), image_size);
+    const std::int64_t* l = ds->labels().data<std::int64_t>();
+    for (std::int64_t i = 0; i < ds->labels().numel(); ++i)
+      BH_CHECK_AS(DataError, l[i] >= 0 && l[i] < model.num_classes,
+                  "{}: label {} of image {} is outside [0, {}) (resnet50.num-classes)", pl.string(), l[i], i,
+                  model.num_classes);
+    return ds;
   };
   return {idx("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
           idx("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")};

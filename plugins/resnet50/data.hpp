@@ -47,8 +47,10 @@ struct ImageDatasets {
 };
 
 /// Fashion-MNIST's four IDX files in `dir` (28x28 grey, [1, 28, 28] per image, normalised with
-/// the training set's mean and std). Throws DataError naming the missing file and the package.
-ImageDatasets fashion_mnist_datasets(const std::string& dir);
+/// the training set's mean and std). Throws DataError naming the missing file and the package,
+/// or the file whose images are not image_size x image_size or whose labels are outside
+/// [0, num_classes).
+ImageDatasets fashion_mnist_datasets(const std::string& dir, const ResNetConfig& model, std::int64_t image_size);
 
 /// An ImageNet folder (train/, val/; datasets/imagenet/imagenet_folder.hpp): random-resized-crop
 /// + flip to image_size for training, resize to image_size * 256/224 + centre crop for

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "benchhost/data/idx.hpp"
 #include "benchhost/nn/serialize.hpp"
 #include "common/gradcheck.hpp"
 #include "imagenet_folder.hpp"
@@ -293,6 +294,41 @@ TEST(ResNet50Workload, TrainsOnAnImageNetFolder) {
   EXPECT_LE(e.metric, 1.0);
   w.teardown();
   fs::remove_all(root);
+}
+
+// IDX files whose images are not 28x28 (a header declaring 1x784) or whose labels exceed the
+// classifier are data errors naming the file, not a run that trains on them.
+TEST(ResNet50Workload, FashionMnistFilesOfTheWrongShapeAreDataErrors) {
+  const fs::path dir = temp_dir("idx_shape");
+  fs::create_directories(dir);
+  auto write_set = [&](const Shape& image_shape, std::uint8_t label) {
+    for (const char* split : {"train", "t10k"}) {
+      Tensor images = Tensor::zeros(image_shape, DType::u8);
+      Tensor labels = Tensor::zeros({image_shape[0]}, DType::u8);
+      labels.data<std::uint8_t>()[1] = label;
+      data::write_idx((dir / fmt::format("{}-images-idx3-ubyte.gz", split)).string(), images, true);
+      data::write_idx((dir / fmt::format("{}-labels-idx1-ubyte.gz", split)).string(), labels, true);
+    }
+  };
+  const std::map<std::string, std::string> mini{{"dataset", "fashion-mnist"}, {"data-dir", dir.string()},
+                                                {"image-size", "28"}, {"num-classes", "10"}, {"small-stem", "true"},
+                                                {"blocks", "1,1"}, {"base-width", "8"}, {"batch-size", "4"}};
+  auto refusal = [&] {
+    ResNetWorkload w;
+    try {
+      w.setup(context(mini));
+    } catch (const DataError& e) {
+      return e.message();
+    }
+    return std::string("(no data error)");
+  };
+  write_set({8, 1, 784}, 3);
+  EXPECT_NE(refusal().find("train-images-idx3-ubyte.gz: images are 1x784 but resnet50.image-size is 28"),
+            std::string::npos) << refusal();
+  write_set({8, 28, 28}, 12);
+  EXPECT_NE(refusal().find("train-labels-idx1-ubyte.gz: label 12 of image 1 is outside [0, 10)"), std::string::npos)
+      << refusal();
+  fs::remove_all(dir);
 }
 
 TEST(ResNet50Workload, SyntheticThroughputAndInference) {
