@@ -2,7 +2,7 @@
 /// @file plugins/gpt3/workload.hpp  The `gpt3` workload: MLPerf GPT-3 175B (validation log
 /// perplexity 2.69 on C4), the GPT-3 paper's family of sizes, and a mini configuration on local
 /// English text. Configurations that cannot fit the device are refused in setup(), before any
-/// allocation, with the memory they need and the parallelism they would take (sizes.hpp).
+/// allocation, with the memory they need and the parallelism they would take (model_costs.hpp).
 
 #include <memory>
 #include <string>

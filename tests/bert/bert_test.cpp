@@ -12,7 +12,7 @@
 #include "common/host_run.hpp"
 #include "common/lm_mini_context.hpp"
 #include "options.hpp"
-#include "sizes.hpp"
+#include "model_costs.hpp"
 #include "text/corpus.hpp"
 #include "workload.hpp"
 

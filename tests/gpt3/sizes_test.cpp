@@ -7,7 +7,7 @@
 
 #include "model.hpp"
 #include "options.hpp"
-#include "sizes.hpp"
+#include "model_costs.hpp"
 #include "workload.hpp"
 
 using namespace benchhost;

@@ -1,4 +1,4 @@
-#include "sizes.hpp"
+#include "model_costs.hpp"
 
 #include <unistd.h>
 
@@ -49,6 +49,30 @@ double gpt_train_flops_per_sample(const ModelShape& s) {
   return 6 * matmul_params * T + 12.0 * s.layers * H * T * T;
 }
 
+namespace {
+
+// The smallest tensor x pipeline split under which `p` fits `device_bytes` (TP first, up to 8
+// within a node, then PP), into p; false when none does.
+bool find_model_parallel_split(const ModelShape& s, double device_bytes, MemoryPlan& p) {
+  for (std::int64_t pp = 1; pp <= s.layers; pp *= 2) {
+    for (std::int64_t tp = 1; tp <= 8; tp *= 2) {
+      if (s.heads % tp != 0) continue;
+      // Pipeline stages hold 1/pp of the layers; with 1F1B the first stage keeps pp micro-batches
+      // of its activations alive, so activations per device stay ~ one micro-batch of all layers / tp.
+      const double per_device = p.state_bytes / static_cast<double>(tp * pp) + p.activation_bytes / static_cast<double>(tp);
+      if (per_device <= 0.9 * device_bytes) {
+        p.tensor_parallel = tp;
+        p.pipeline_parallel = pp;
+        p.per_device_bytes_split = per_device;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 double host_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
@@ -77,22 +101,7 @@ MemoryPlan plan_gpt_memory(const ModelShape& s, std::int64_t micro_batch, bool m
                             device_name);
     return p;
   }
-  // Smallest tensor x pipeline split that fits: TP first (up to 8, within a node), then PP.
-  bool found = false;
-  for (std::int64_t pp = 1; pp <= s.layers && !found; pp *= 2) {
-    for (std::int64_t tp = 1; tp <= 8 && !found; tp *= 2) {
-      if (s.heads % tp != 0) continue;
-      // Pipeline stages hold 1/pp of the layers; with 1F1B the first stage keeps pp micro-batches
-      // of its activations alive, so activations per device stay ~ one micro-batch of all layers / tp.
-      const double per_device = p.state_bytes / static_cast<double>(tp * pp) + p.activation_bytes / static_cast<double>(tp);
-      if (per_device <= 0.9 * device_bytes) {
-        p.tensor_parallel = tp;
-        p.pipeline_parallel = pp;
-        p.per_device_bytes_split = per_device;
-        found = true;
-      }
-    }
-  }
+  const bool found = find_model_parallel_split(s, device_bytes, p);
   const double state_gib = gib(p.state_bytes), act_gib = gib(p.activation_bytes);
   if (found) {
     p.message = fmt::format(
