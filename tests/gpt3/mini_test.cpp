@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 namespace {
 
 RunContext mini_context(std::map<std::string, std::string> overrides = {}) {
-  return test_support::lm_mini_context("gpt3", overrides);
+  return test_support::lm_mini_context<gpt3::GptWorkload>(overrides);
 }
 
 }  // namespace
