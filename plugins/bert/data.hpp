@@ -1,5 +1,7 @@
 #pragma once
-/// @file plugins/bert/data.hpp  Batches for BertModel from MLPerf-layout samples.
+/// @file plugins/bert/data.hpp  BERT's data: the MLPerf-layout samples (read from the data
+/// folder, built once from a corpus for the mini), synthetic samples of the same shapes, batches
+/// for BertModel, and the masked-LM baselines a target must beat.
 ///
 /// Note [Packing]
 /// Without packing each row holds one sample padded to seq_len (key-padding mask). With
@@ -11,12 +13,32 @@
 /// packed batch therefore varies; it is reported as the step's sample count.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model.hpp"
 #include "text/bert_hdf5.hpp"
+#include "text/prepare.hpp"
+#include "text/wordpiece.hpp"
 
 namespace benchhost::bert {
+
+/// The samples a run trains and evaluates on.
+struct BertData {
+  text::BertSamples train, eval;
+  text::WordPiece vocab;  ///< empty for synthetic samples
+};
+
+/// The MLPerf layout in `dir` (part_*.hdf5 training shards, concatenated in file order;
+/// eval.hdf5; vocab.txt), built first from `corpus` with `build`'s vocabulary and sample options
+/// when the folder holds none (Note [A data folder built once from a corpus]). Token ids are
+/// checked against the vocabulary; every shard must have the first one's shapes.
+BertData read_data_folder(const std::string& dir, const std::string& corpus, const text::BertPrepareOptions& build);
+
+/// Synthetic training and evaluation sets for runs without data: max(4 x batch, 64) training
+/// samples from `seed`, max(eval_batch, 16) evaluation samples from seed + 1 (synthetic_samples).
+BertData synthetic_data(std::int64_t batch, std::int64_t eval_batch, std::int64_t seq_len,
+                        std::int64_t max_predictions, std::int64_t vocab, std::uint64_t seed);
 
 /// Build one batch from samples `order[first .. first+count)` of `src`. With packing, rows are
 /// filled until `rows` rows are used or the samples run out; `consumed` says how many samples

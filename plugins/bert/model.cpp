@@ -67,8 +67,18 @@ void BertModel::initialize(std::uint64_t seed) {
 }
 
 BertOutput BertModel::forward(const BertBatch& b, std::uint64_t step) {
-  const auto& s = cfg_.shape;
   rng_.step = step;
+  const Tensor flat = encode(b);
+  BertOutput out;
+  masked_lm_head(flat, b, out);
+  next_sentence_head(flat, b, out);
+  out.loss = out.mlm_loss + out.nsp_loss;
+  if (!std::isfinite(out.loss)) BH_THROW(Diverged, "BERT loss is {} at step {} (masked LM {}, NSP {})", out.loss, step, out.mlm_loss, out.nsp_loss);
+  return out;
+}
+
+Tensor BertModel::encode(const BertBatch& b) {
+  const auto& s = cfg_.shape;
   const std::int64_t B = b.input_ids.size(0), T = b.input_ids.size(1);
   BH_CHECK_AS(InvalidArgument, T <= s.max_positions, "BERT batch of {} tokens exceeds max positions {}", T, s.max_positions);
   Tensor x = word_->forward(b.input_ids);
@@ -80,9 +90,10 @@ BertOutput BertModel::forward(const BertBatch& b, std::uint64_t step) {
   else mask.key_padding = b.key_padding;
   for (auto* layer : layers_) x = layer->forward(x, mask);
   hidden_shape_ = x.shape();
-  const Tensor flat = x.view({B * T, s.hidden});
+  return x.view({B * T, s.hidden});
+}
 
-  BertOutput out;
+void BertModel::masked_lm_head(const Tensor& flat, const BertBatch& b, BertOutput& out) {
   // Masked LM on the masked positions only.
   mlm_index_ = b.mlm_index;
   mlm_labels_ = b.mlm_labels;
@@ -96,13 +107,10 @@ BertOutput BertModel::forward(const BertBatch& b, std::uint64_t step) {
   mlm_ce_ = nn::softmax_cross_entropy_forward(logits, b.mlm_labels);
   out.mlm_loss = mlm_ce_.loss;
   out.mlm_count = mlm_ce_.count;
-  {
-    const Tensor pred = nn::amax(mlm_ce_.log_probs, 1).indices.to(Device::cpu());
-    const Tensor lab = b.mlm_labels.to(Device::cpu());
-    const auto* pp = pred.data<std::int64_t>();
-    const auto* lp = lab.data<std::int64_t>();
-    for (std::int64_t i = 0; i < lab.numel(); ++i) out.mlm_correct += lp[i] >= 0 && pp[i] == lp[i];
-  }
+  out.mlm_scores = mlm_ce_.log_probs;
+}
+
+void BertModel::next_sentence_head(const Tensor& flat, const BertBatch& b, BertOutput& out) {
   // Next-sentence prediction on each sequence's [CLS].
   cls_index_ = b.cls_index;
   nsp_labels_ = b.nsp_labels;
@@ -110,16 +118,7 @@ BertOutput BertModel::forward(const BertBatch& b, std::uint64_t step) {
   nsp_ce_ = nn::softmax_cross_entropy_forward(nsp_->forward(pooled), b.nsp_labels);
   out.nsp_loss = nsp_ce_.loss;
   out.nsp_count = nsp_ce_.count;
-  {
-    const Tensor pred = nn::amax(nsp_ce_.log_probs, 1).indices.to(Device::cpu());
-    const Tensor lab = b.nsp_labels.to(Device::cpu());
-    const auto* pp = pred.data<std::int64_t>();
-    const auto* lp = lab.data<std::int64_t>();
-    for (std::int64_t i = 0; i < lab.numel(); ++i) out.nsp_correct += lp[i] >= 0 && pp[i] == lp[i];
-  }
-  out.loss = out.mlm_loss + out.nsp_loss;
-  if (!std::isfinite(out.loss)) BH_THROW(Diverged, "BERT loss is {} at step {} (masked LM {}, NSP {})", out.loss, step, out.mlm_loss, out.nsp_loss);
-  return out;
+  out.nsp_scores = nsp_ce_.log_probs;
 }
 
 void BertModel::backward(float loss_scale) {

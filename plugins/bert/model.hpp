@@ -23,7 +23,7 @@
 
 #include "benchhost/nn/layers.hpp"
 #include "benchhost/nn/transformer.hpp"
-#include "sizes.hpp"
+#include "model_costs.hpp"
 
 namespace benchhost::bert {
 
@@ -52,7 +52,10 @@ struct BertBatch {
 
 struct BertOutput {
   double loss = 0, mlm_loss = 0, nsp_loss = 0;
-  std::int64_t mlm_correct = 0, mlm_count = 0, nsp_correct = 0, nsp_count = 0;
+  std::int64_t mlm_count = 0, nsp_count = 0;  ///< labelled masked positions and sequences
+  /// Log-probabilities, f32 on the model's device, for the accuracies (metrics::MaskedLmAccuracy
+  /// with the batch's mlm_labels / nsp_labels): masked LM [M, V], next sentence [K, 2].
+  Tensor mlm_scores, nsp_scores;
 };
 
 class BertModel : public nn::Module {
@@ -71,6 +74,12 @@ class BertModel : public nn::Module {
   void initialize(std::uint64_t seed);
 
  private:
+  // The steps of forward(): embeddings and encoder, [B*T, H] hidden states; then each head's
+  // loss (and what its backward needs) into `out`.
+  Tensor encode(const BertBatch& batch);
+  void masked_lm_head(const Tensor& flat, const BertBatch& batch, BertOutput& out);
+  void next_sentence_head(const Tensor& flat, const BertBatch& batch, BertOutput& out);
+
   BertConfig cfg_;
   nn::DropoutRng rng_;
   nn::Embedding* word_ = nullptr;

@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "benchhost/metrics/accuracy.hpp"
 #include "benchhost/optim/optimizer.hpp"
 #include "benchhost/optim/schedule.hpp"
 #include "benchhost/precision.hpp"
 #include "benchhost/workload.hpp"
 #include "data.hpp"
 #include "model.hpp"
-#include "options.hpp"
 
 namespace benchhost::bert {
 
@@ -21,7 +21,6 @@ class BertWorkload : public Workload {
  public:
   static WorkloadInfo describe();
   static std::string check_support(const RunContext& ctx);
-  static const lm::OptionTable& options();
 
   RunInfo setup(const RunContext& ctx) override;
   void begin_epoch(std::int64_t epoch) override;
@@ -45,18 +44,27 @@ class BertWorkload : public Workload {
   static std::int64_t mlperf_eval_interval(std::int64_t global_batch);
 
  private:
+  // The steps of setup(), in order.
+  void read_run_options();
+  void build_data();
+  void measure_baselines();
+  void build_model();
+  void build_optimizer();
+  void log_hyperparameters();
+  RunInfo run_info() const;
+
   RunContext ctx_;
   TrainingPrecision precision_;
   BertConfig cfg_;
   std::unique_ptr<BertModel> model_;
   std::unique_ptr<optim::Lamb> optimizer_;
   std::unique_ptr<optim::Schedule> schedule_;
-  text::BertSamples train_, eval_;
+  BertData data_;
   std::vector<std::int64_t> order_, eval_order_;
   std::int64_t batch_ = 0, eval_batch_ = 0, cursor_ = 0, step_ = 0, max_per_row_ = 3;
-  std::int64_t eval_limit_ = 0;
-  std::int64_t train_nsp_correct_ = 0, train_nsp_count_ = 0;  ///< since the last evaluate()
-  bool packing_ = false;
+  std::int64_t max_predictions_ = 0, eval_limit_ = 0;
+  metrics::TopKAccuracy train_nsp_{1};  ///< next sentence, on the training batches since the last evaluate()
+  bool synthetic_ = false, packing_ = false;
   float clip_norm_ = 0;
   double target_ = 0.72, majority_baseline_ = 0, bigram_baseline_ = 0, nsp_accuracy_ = 0;
   Hyperparameters hyper_;

@@ -16,7 +16,7 @@
 
 #include "benchhost/nn/layers.hpp"
 #include "benchhost/nn/transformer.hpp"
-#include "sizes.hpp"
+#include "model_costs.hpp"
 
 namespace benchhost::gpt3 {
 

@@ -2,7 +2,7 @@
 /// @file plugins/gpt3/workload.hpp  The `gpt3` workload: MLPerf GPT-3 175B (validation log
 /// perplexity 2.69 on C4), the GPT-3 paper's family of sizes, and a mini configuration on local
 /// English text. Configurations that cannot fit the device are refused in setup(), before any
-/// allocation, with the memory they need and the parallelism they would take (sizes.hpp).
+/// allocation, with the memory they need and the parallelism they would take (model_costs.hpp).
 
 #include <memory>
 #include <string>
@@ -12,8 +12,8 @@
 #include "benchhost/optim/schedule.hpp"
 #include "benchhost/precision.hpp"
 #include "benchhost/workload.hpp"
+#include "data.hpp"
 #include "model.hpp"
-#include "options.hpp"
 
 namespace benchhost::gpt3 {
 
@@ -21,7 +21,6 @@ class GptWorkload : public Workload {
  public:
   static WorkloadInfo describe();
   static std::string check_support(const RunContext& ctx);
-  static const lm::OptionTable& options();
   /// The model shape the options describe (ffn 0 = 4 x hidden, max-positions 0 = seq-len).
   static lm::ModelShape shape_from_options(const Options& o);
 
@@ -41,7 +40,15 @@ class GptWorkload : public Workload {
   double metric_target() const { return target_; }
 
  private:
-  void fill_window(const std::vector<std::int32_t>& tokens, std::int64_t window, std::int32_t* in, std::int32_t* tgt) const;
+  // The steps of setup(), in order.
+  void read_run_options();
+  void refuse_what_cannot_fit() const;
+  void build_data();
+  void measure_baseline();
+  void build_model();
+  void build_optimizer();
+  void log_hyperparameters();
+  RunInfo run_info() const;
 
   RunContext ctx_;
   TrainingPrecision precision_;
@@ -49,9 +56,10 @@ class GptWorkload : public Workload {
   std::unique_ptr<GptModel> model_;
   std::unique_ptr<optim::AdamW> optimizer_;
   std::unique_ptr<optim::Schedule> schedule_;
-  std::vector<std::int32_t> train_tokens_, valid_tokens_;
-  std::vector<std::int64_t> order_;
+  TokenStreams data_;
+  std::vector<std::int64_t> order_;  ///< this epoch's order of the training windows
   std::int64_t batch_ = 0, eval_batch_ = 0, cursor_ = 0, step_ = 0, eval_windows_ = 0;
+  bool synthetic_ = false;
   float clip_norm_ = 0;
   double target_ = 2.69, unigram_baseline_ = 0;
   Hyperparameters hyper_;

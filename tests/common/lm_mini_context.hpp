@@ -3,21 +3,26 @@
 // it: the config file's values, the data folder moved under the build tree (its name encodes the
 // build options), explicit overrides, and a calibration aid:
 // BH_MINI_OVERRIDES="lr=0.01,warmup-steps=5" replaces config values when no overrides are given.
+// Every value is checked against the workload's declared options, with the declared defaults
+// behind them (declared_options<W>); option_refusal<W> says how a value is refused.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
 
+#include "benchhost/options.hpp"
 #include "benchhost/workload.hpp"
-#include "options.hpp"  // plugins/lm_common: lm::read_plugin_config
 
 namespace benchhost::test_support {
 
-inline RunContext lm_mini_context(const std::string& plugin,
-                                  const std::map<std::string, std::string>& overrides = {}) {
-  auto values = lm::read_plugin_config(
-      std::string(BENCHHOST_SOURCE_DIR) + "/configs/" + plugin + "/mini.conf", plugin);
+/// W is the workload class (bert::BertWorkload, gpt3::GptWorkload): its name picks
+/// configs/<name>/mini.conf.
+template <class W>
+RunContext lm_mini_context(const std::map<std::string, std::string>& overrides = {}) {
+  const std::string plugin = W::describe().name;
+  auto values = plugin_values(
+      read_config_file(std::string(BENCHHOST_SOURCE_DIR) + "/configs/" + plugin + "/mini.conf"), plugin);
   values["data-dir"] = std::string(BENCHHOST_BINARY_DIR) + "/test-data/" +
                        values["data-dir"].substr(values["data-dir"].find_last_of('/') + 1);
   for (const auto& [k, v] : overrides) values[k] = v;
@@ -36,8 +41,20 @@ inline RunContext lm_mini_context(const std::string& plugin,
   ctx.mode = "ttt";
   ctx.seed = 1;
   ctx.num_threads = 2;
-  ctx.options = Options(plugin, values);
+  ctx.options = declared_options<W>(values);
   return ctx;
+}
+
+/// The message with which W's declaration refuses `value` for its option `name` (InvalidArgument
+/// from declared_options<W>), or "(accepted)".
+template <class W>
+std::string option_refusal(const std::string& name, const std::string& value) {
+  try {
+    declared_options<W>({{name, value}});
+  } catch (const InvalidArgument& e) {
+    return e.message();
+  }
+  return "(accepted)";
 }
 
 /// The host's time-to-train loop in miniature: train epoch by epoch, evaluate every

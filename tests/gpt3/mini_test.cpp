@@ -1,6 +1,6 @@
 // The mini GPT-3 configuration trains to its calibrated validation log-perplexity target from a
-// fixed seed (the end-to-end check that the model, data and optimizer are right), and the
-// plugin's other modes run on synthetic data.
+// fixed seed (the end-to-end check that the model, data and optimizer are right), the plugin's
+// other modes run on synthetic data, and its declared option ranges refuse what they must.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <string>
 
+#include "benchhost/options.hpp"
 #include "common/host_run.hpp"
 #include "common/lm_mini_context.hpp"
-#include "options.hpp"
 #include "text/corpus.hpp"
 #include "workload.hpp"
 
@@ -20,10 +20,28 @@ namespace fs = std::filesystem;
 namespace {
 
 RunContext mini_context(std::map<std::string, std::string> overrides = {}) {
-  return test_support::lm_mini_context("gpt3", overrides);
+  return test_support::lm_mini_context<gpt3::GptWorkload>(overrides);
+}
+
+std::string refusal(const std::string& name, const std::string& value) {
+  return test_support::option_refusal<gpt3::GptWorkload>(name, value);
 }
 
 }  // namespace
+
+TEST(Gpt3Options, OutOfRangeValuesAreRefusedNamingTheAllowedRange) {
+  EXPECT_EQ(refusal("adam-beta2", "1"),
+            "option --gpt3.adam-beta2: '1' is not below the maximum 1; allowed: a number in [0, 1)");
+  EXPECT_EQ(refusal("seq-len", "0"),
+            "option --gpt3.seq-len: '0' is below the minimum 1; allowed: an integer >= 1");
+  EXPECT_EQ(refusal("lr", "0"), "option --gpt3.lr: '0' is not above the minimum 0; allowed: a number > 0");
+  EXPECT_EQ(refusal("ffn", "-1"), "option --gpt3.ffn: '-1' is below the minimum 0; allowed: an integer >= 0");
+  // 0 keeps meaning "derive it": ffn 4 x hidden, max-positions seq-len.
+  const lm::ModelShape derived =
+      gpt3::GptWorkload::shape_from_options(declared_options<gpt3::GptWorkload>({{"hidden", "64"}, {"seq-len", "32"}}));
+  EXPECT_EQ(derived.ffn, 256);
+  EXPECT_EQ(derived.max_positions, 32);
+}
 
 TEST(Gpt3Mini, ReachesTheTargetFromAFixedSeed) {
   if (text::default_kjv_path().empty()) GTEST_SKIP() << "bible-kjv-text is not installed";

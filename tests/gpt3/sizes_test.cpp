@@ -5,18 +5,21 @@
 #include <cmath>
 #include <string>
 
+#include "benchhost/options.hpp"
 #include "model.hpp"
-#include "options.hpp"
-#include "sizes.hpp"
+#include "model_costs.hpp"
 #include "workload.hpp"
 
 using namespace benchhost;
 
 namespace {
 
+std::map<std::string, std::string> config(const std::string& name) {
+  return plugin_values(read_config_file(std::string(BENCHHOST_SOURCE_DIR) + "/configs/gpt3/" + name), "gpt3");
+}
+
 lm::ModelShape shape_of_config(const std::string& name) {
-  const auto values = lm::read_plugin_config(std::string(BENCHHOST_SOURCE_DIR) + "/configs/gpt3/" + name, "gpt3");
-  return gpt3::GptWorkload::shape_from_options(Options("gpt3", values));
+  return gpt3::GptWorkload::shape_from_options(declared_options<gpt3::GptWorkload>(config(name)));
 }
 
 }  // namespace
@@ -65,12 +68,12 @@ TEST(Gpt3Sizes, FlopsPerSampleIsSixNPlusAttention) {
 }
 
 TEST(Gpt3Memory, Refuses175BBeforeAllocatingWithTheParallelismItNeeds) {
-  auto values = lm::read_plugin_config(std::string(BENCHHOST_SOURCE_DIR) + "/configs/gpt3/mlperf.conf", "gpt3");
+  auto values = config("mlperf.conf");
   values["device-memory-gib"] = "80";  // an H100
   RunContext ctx;
   ctx.mode = "train";
   ctx.synthetic_data = true;
-  ctx.options = Options("gpt3", values);
+  ctx.options = declared_options<gpt3::GptWorkload>(values);
   gpt3::GptWorkload w;
   try {
     w.setup(ctx);

@@ -1,4 +1,4 @@
-#include "sizes.hpp"
+#include "model_costs.hpp"
 
 #include <unistd.h>
 
@@ -54,33 +54,25 @@ double host_memory_bytes() {
   return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
 }
 
-MemoryPlan plan_gpt_memory(const ModelShape& s, std::int64_t micro_batch, bool mixed_precision,
-                           double device_bytes, const std::string& device_name) {
-  MemoryPlan p;
-  p.parameters = gpt_parameters(s);
-  p.state_bytes = 16.0 * static_cast<double>(p.parameters);
+namespace {
+
+double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
+
+// One micro-batch of activations, Note [Memory plan].
+double activation_bytes(const ModelShape& s, std::int64_t micro_batch, bool mixed_precision) {
   const double T = static_cast<double>(s.seq_len), H = static_cast<double>(s.hidden);
   const double a = static_cast<double>(s.heads);
   const double act_scale = mixed_precision ? 1.0 : 2.0;
   const double per_layer = T * H * (34.0 + 5.0 * a * T / H) * act_scale;
   const double logits = 2.0 * T * static_cast<double>(s.vocab) * 4.0;
-  p.activation_bytes = static_cast<double>(micro_batch) * (per_layer * static_cast<double>(s.layers) + logits);
-  p.total_bytes = p.state_bytes + p.activation_bytes;
-  p.device_bytes = device_bytes;
-  p.fits = device_bytes > 0 && p.total_bytes <= 0.9 * device_bytes;  // 10% for workspace/fragmentation
-  auto gib = [](double b) { return b / (1024.0 * 1024.0 * 1024.0); };
-  if (p.fits) {
-    p.per_device_bytes_split = p.total_bytes;
-    p.message = fmt::format("GPT-3 with {} parameters needs {:.1f} GiB for training state and {:.1f} GiB of "
-                            "activations per micro-batch of {}: fits in {:.1f} GiB of {}",
-                            p.parameters, gib(p.state_bytes), gib(p.activation_bytes), micro_batch, gib(device_bytes),
-                            device_name);
-    return p;
-  }
-  // Smallest tensor x pipeline split that fits: TP first (up to 8, within a node), then PP.
-  bool found = false;
-  for (std::int64_t pp = 1; pp <= s.layers && !found; pp *= 2) {
-    for (std::int64_t tp = 1; tp <= 8 && !found; tp *= 2) {
+  return static_cast<double>(micro_batch) * (per_layer * static_cast<double>(s.layers) + logits);
+}
+
+// The smallest tensor x pipeline split under which `p` fits `device_bytes` (TP first, up to 8
+// within a node, then PP), into p; false when none does.
+bool find_model_parallel_split(const ModelShape& s, double device_bytes, MemoryPlan& p) {
+  for (std::int64_t pp = 1; pp <= s.layers; pp *= 2) {
+    for (std::int64_t tp = 1; tp <= 8; tp *= 2) {
       if (s.heads % tp != 0) continue;
       // Pipeline stages hold 1/pp of the layers; with 1F1B the first stage keeps pp micro-batches
       // of its activations alive, so activations per device stay ~ one micro-batch of all layers / tp.
@@ -89,13 +81,19 @@ MemoryPlan plan_gpt_memory(const ModelShape& s, std::int64_t micro_batch, bool m
         p.tensor_parallel = tp;
         p.pipeline_parallel = pp;
         p.per_device_bytes_split = per_device;
-        found = true;
+        return true;
       }
     }
   }
+  return false;
+}
+
+// Why a plan that does not fit is refused, and the parallelism that would make it fit (`split`).
+std::string refusal(const MemoryPlan& p, const ModelShape& s, std::int64_t micro_batch, const std::string& device_name,
+                    bool split) {
   const double state_gib = gib(p.state_bytes), act_gib = gib(p.activation_bytes);
-  if (found) {
-    p.message = fmt::format(
+  if (split)
+    return fmt::format(
         "GPT-3 with {} parameters (layers {}, hidden {}, heads {}, sequence {}) needs {:.1f} GiB per device "
         "without model parallelism ({:.1f} GiB of weights, gradients and Adam state at 16 bytes/parameter + "
         "{:.1f} GiB of activations for a micro-batch of {}), but {} has {:.1f} GiB. It would take tensor "
@@ -103,15 +101,36 @@ MemoryPlan plan_gpt_memory(const ModelShape& s, std::int64_t micro_batch, bool m
         "parallelism then multiplies that by the number of replicas), and this build trains on one device per "
         "replica (data parallelism only). Use a smaller configs/gpt3/*.conf (e.g. 125m.conf or mini.conf).",
         p.parameters, s.layers, s.hidden, s.heads, s.seq_len, gib(p.total_bytes), state_gib, act_gib, micro_batch,
-        device_name, gib(device_bytes), p.tensor_parallel, p.pipeline_parallel,
+        device_name, gib(p.device_bytes), p.tensor_parallel, p.pipeline_parallel,
         p.tensor_parallel * p.pipeline_parallel, gib(p.per_device_bytes_split));
-  } else {
-    p.message = fmt::format(
-        "GPT-3 with {} parameters needs {:.1f} GiB per device ({:.1f} GiB state + {:.1f} GiB activations), "
-        "but {} has {:.1f} GiB, and even tensor parallelism 8 x pipeline parallelism {} would not fit it. "
-        "Use a smaller configs/gpt3/*.conf.",
-        p.parameters, gib(p.total_bytes), state_gib, act_gib, device_name, gib(device_bytes), s.layers);
+  return fmt::format(
+      "GPT-3 with {} parameters needs {:.1f} GiB per device ({:.1f} GiB state + {:.1f} GiB activations), "
+      "but {} has {:.1f} GiB, and even tensor parallelism 8 x pipeline parallelism {} would not fit it. "
+      "Use a smaller configs/gpt3/*.conf.",
+      p.parameters, gib(p.total_bytes), state_gib, act_gib, device_name, gib(p.device_bytes), s.layers);
+}
+
+}  // namespace
+
+MemoryPlan plan_gpt_memory(const ModelShape& s, std::int64_t micro_batch, bool mixed_precision,
+                           double device_bytes, const std::string& device_name) {
+  MemoryPlan p;
+  p.parameters = gpt_parameters(s);
+  p.state_bytes = 16.0 * static_cast<double>(p.parameters);
+  p.activation_bytes = activation_bytes(s, micro_batch, mixed_precision);
+  p.total_bytes = p.state_bytes + p.activation_bytes;
+  p.device_bytes = device_bytes;
+  p.fits = device_bytes > 0 && p.total_bytes <= 0.9 * device_bytes;  // 10% for workspace/fragmentation
+  if (p.fits) {
+    p.per_device_bytes_split = p.total_bytes;
+    p.message = fmt::format("GPT-3 with {} parameters needs {:.1f} GiB for training state and {:.1f} GiB of "
+                            "activations per micro-batch of {}: fits in {:.1f} GiB of {}",
+                            p.parameters, gib(p.state_bytes), gib(p.activation_bytes), micro_batch, gib(device_bytes),
+                            device_name);
+    return p;
   }
+  const bool split = find_model_parallel_split(s, device_bytes, p);
+  p.message = refusal(p, s, micro_batch, device_name, split);
   return p;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-/// @file plugins/lm_common/sizes.hpp  Size arithmetic for BERT and GPT-3 without building them:
-/// parameter counts, FLOPs per sample and the memory a training run needs per device.
+/// @file plugins/lm_common/model_costs.hpp  What a BERT or GPT-3 shape costs, counted without
+/// building the model: parameter counts, FLOPs per sample and the memory a training run needs
+/// per device.
 ///
 /// Note [Counting parameters]
 /// Both models are stacks of the SDK's TransformerBlock, whose parameters per layer are
