@@ -105,11 +105,8 @@ mlperf::Rules mlperf_rules() {
   r.closed_target = mlperf::between(0.720, 1.0, false, true);
   for (const char* key : {"global_batch_size", "opt_base_learning_rate", "opt_lamb_epsilon",
                           "opt_learning_rate_training_steps", "opt_learning_rate_warmup_steps", "num_warmup_steps",
-                          "start_warmup_step", "opt_lamb_beta_1", "opt_lamb_beta_2", "opt_lamb_weight_decay_rate"}) {
-    mlperf::LoggedKey k;  // exactly once, any value
-    k.key = key;
-    r.keys.push_back(k);
-  }
+                          "start_warmup_step", "opt_lamb_beta_1", "opt_lamb_beta_2", "opt_lamb_weight_decay_rate"})
+    r.keys.push_back(mlperf::logged_once(key));  // exactly once, any value
   return r;
 }
 

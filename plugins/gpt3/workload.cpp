@@ -89,19 +89,10 @@ std::vector<OptionSpec> declared_options() {
   return all;
 }
 
-// A key logged exactly once, with the checks its value passes in both divisions and in the
-// closed division.
-mlperf::LoggedKey logged_once(std::string key, mlperf::ValueCheck check = {}, mlperf::ValueCheck closed_check = {}) {
-  mlperf::LoggedKey k;
-  k.key = std::move(key);
-  k.check = std::move(check);
-  k.closed_check = std::move(closed_check);
-  return k;
-}
-
 // What MLPerf Training v3.0 requires of a "gpt3" result (closed_gpt3.yaml and the rules).
 mlperf::Rules mlperf_rules() {
   using mlperf::equals;
+  using mlperf::logged_once;
   mlperf::Rules r;
   r.closed_division = true;
   r.runs = 3;

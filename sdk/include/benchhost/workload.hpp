@@ -132,7 +132,7 @@ class Workload {
  public:
   virtual ~Workload() = default;
   virtual RunInfo setup(const RunContext& ctx) = 0;
-  virtual void begin_epoch(std::int64_t epoch) {}
+  virtual void begin_epoch(std::int64_t /*epoch*/) {}
   virtual void prepare_batch() {}
   virtual StepResult train_step() = 0;
   virtual EvalResult evaluate() { BH_THROW(Unsupported, "this workload has no evaluation"); }
