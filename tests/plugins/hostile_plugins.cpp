@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "benchhost/plugin_abi.h"
+#include "hand_written_plugin.hpp"
 
 #if HOSTILE_KIND == 1
 __attribute__((constructor)) static void abort_on_load() { std::abort(); }
@@ -21,26 +21,8 @@ const char* describe() {
   return "{\"name\": \"hostile\"}";
 #endif
 }
-bh_status create(bh_workload**, bh_error*) { return BH_STATUS_FAILED; }
-void destroy(bh_workload*) {}
 bh_status setup(bh_workload*, const bh_run_context*, bh_run_info*, bh_error*) { return BH_STATUS_FAILED; }
 bh_status train_step(bh_workload*, bh_step_result*, bh_error*) { return BH_STATUS_FAILED; }
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const bh_plugin_descriptor* benchhost_plugin_descriptor(void) {
-  static bh_plugin_descriptor d = [] {
-    bh_plugin_descriptor x{};
-    x.abi_major = BENCHHOST_ABI_MAJOR;
-    x.abi_minor = BENCHHOST_ABI_MINOR;
-    x.struct_size = sizeof(bh_plugin_descriptor);
-    x.name = "hostile";
-    x.version = "1.0.0";
-    x.describe_json = &describe;
-    x.create = &create;
-    x.destroy = &destroy;
-    x.setup = &setup;
-    x.train_step = &train_step;
-    return x;
-  }();
-  return &d;
-}
+HAND_WRITTEN_PLUGIN(hand_written::descriptor("hostile", &describe, &setup, &train_step))

@@ -3,7 +3,7 @@
 // benchhost::Communicator* is only usable through the host's SDK. setup() fails if it gets one.
 #include <cstring>
 
-#include "benchhost/plugin_abi.h"
+#include "hand_written_plugin.hpp"
 
 namespace {
 
@@ -11,12 +11,6 @@ const char* describe() {
   return "{\"name\": \"no_sdk\", \"version\": \"1.0.0\", \"description\": \"C ABI only, no SDK library\", "
          "\"modes\": [\"train\"]}";
 }
-bh_status create(bh_workload** out, bh_error*) {
-  static int instance;
-  *out = reinterpret_cast<bh_workload*>(&instance);
-  return BH_STATUS_OK;
-}
-void destroy(bh_workload*) {}
 bh_status setup(bh_workload*, const bh_run_context* ctx, bh_run_info* info, bh_error* err) {
   if (ctx->communicator != nullptr) {
     std::strncpy(err->message, "no_sdk: the host passed a communicator to a plugin without the SDK",
@@ -35,20 +29,4 @@ bh_status train_step(bh_workload*, bh_step_result* out, bh_error*) {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const bh_plugin_descriptor* benchhost_plugin_descriptor(void) {
-  static bh_plugin_descriptor d = [] {
-    bh_plugin_descriptor x{};
-    x.abi_major = BENCHHOST_ABI_MAJOR;
-    x.abi_minor = BENCHHOST_ABI_MINOR;
-    x.struct_size = sizeof(bh_plugin_descriptor);
-    x.name = "no_sdk";
-    x.version = "1.0.0";
-    x.describe_json = &describe;
-    x.create = &create;
-    x.destroy = &destroy;
-    x.setup = &setup;
-    x.train_step = &train_step;
-    return x;
-  }();
-  return &d;
-}
+HAND_WRITTEN_PLUGIN(hand_written::descriptor("no_sdk", &describe, &setup, &train_step))
