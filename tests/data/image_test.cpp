@@ -113,6 +113,25 @@ TEST(Image, TruncatedAndCorruptImagesAreRefused) {
   EXPECT_DATA_ERROR(read_image(malformed("npy_fortran.npy")), "not a JPEG or PNG");
 }
 
+// A header that claims far more pixels than the file holds data for (16000x16000 from a 64x64
+// file) is refused, whole or as a region, never decoded as whatever the decoder fills in.
+TEST(Image, AJpegHeaderClaimingMoreThanItsDataIsRefused) {
+  auto jpg = encode_jpeg(pattern(64, 64), 90);
+  std::size_t sof = 0;
+  for (std::size_t i = 0; i + 9 < jpg.size(); ++i)
+    if (jpg[i] == 0xFF && (jpg[i + 1] == 0xC0 || jpg[i + 1] == 0xC2)) {
+      sof = i;
+      break;
+    }
+  ASSERT_NE(sof, 0u);
+  for (std::size_t at : {sof + 5, sof + 7}) {  // height, width: 16000 = 0x3E80
+    jpg[at] = 0x3E;
+    jpg[at + 1] = 0x80;
+  }
+  EXPECT_THROW(decode_jpeg(jpg, "claims_16000.jpg"), DataError);
+  EXPECT_THROW(decode_jpeg_region(jpg, "claims_16000.jpg", CropBox{1000, 2000, 4000, 4000}, 224, 224), DataError);
+}
+
 TEST(Image, RandomResizedCropFollowsTorchvisionRules) {
   Rng rng(1);
   int fallback_like = 0;

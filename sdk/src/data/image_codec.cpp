@@ -38,8 +38,12 @@ extern "C" void bh_jpeg_error_exit(j_common_ptr c) {
   std::longjmp(e->jump, 1);
 }
 
+// Warnings that mean pixels are missing are errors: the file ends early (JWRN_JPEG_EOF), or a
+// marker comes before the entropy-coded data covers the image (JWRN_HIT_MARKER: a header that
+// claims 16000x16000 over 64x64 worth of data). libjpeg would fill the rest in and carry on.
+// Other warnings (extraneous bytes between markers, as some real ImageNet files have) are counted.
 extern "C" void bh_jpeg_emit_message(j_common_ptr c, int level) {
-  if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) {
+  if (level < 0 && (c->err->msg_code == JWRN_JPEG_EOF || c->err->msg_code == JWRN_HIT_MARKER)) {
     auto* e = reinterpret_cast<JpegError*>(c->err);
     (*c->err->format_message)(c, e->message);
     std::longjmp(e->jump, 1);
