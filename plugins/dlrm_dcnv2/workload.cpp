@@ -15,6 +15,7 @@
 
 #include "benchhost/comm/communicator.hpp"
 #include "benchhost/device.hpp"
+#include "benchhost/memory_budget.hpp"
 #include "benchhost/mlperf_rules.hpp"
 #include "benchhost/nn/embedding_bag.hpp"
 #include "benchhost/nn/math_mode.hpp"
@@ -32,23 +33,6 @@ namespace {
 
 constexpr double kAdagradEpsilon = 1e-10;  // MLPerf: exactly 1e-10 in the log
 constexpr double kMlperfAucTarget = 0.80275;  // MLPerf's quality target on the Criteo validation set
-
-// Memory the run may use on `device`, in bytes (0 when unknown): the GPU's own memory (the CUDA
-// backend's environment facts), or MemAvailable from /proc/meminfo.
-double available_bytes(Device device) {
-  if (device.is_cuda()) {
-    for (const auto& [k, v] : device_backend(DeviceType::cuda).environment())
-      if (k == fmt::format("gpu{}_memory_bytes", device.index)) return std::stod(v);
-    return 0;
-  }
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  double kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024.0;
-  return 0;
-}
 
 // Batch tensors on the model's device (no copy on the CPU).
 std::vector<Tensor> to_device(const std::vector<Tensor>& xs, Device d) {
@@ -260,13 +244,15 @@ void DlrmWorkload::check_memory() const {
   const bool training = ctx_.mode != "infer";
   const std::int64_t rows_per_step = std::max(local_batch_, eval_batch_size_);
   const MemoryNeed need = memory_need(config_, rows_per_step, training, held, sharded_ ? rows_per_step * world : 0);
-  const double avail = available_bytes(ctx_.device);
+  // Note [Memory budgets]: on the CPU, what is free now, within any cgroup limit.
+  const MemoryBudget budget = memory_budget(ctx_.device);
+  const double avail = budget.available_bytes;
   if (avail > 0 && need.total() > avail)
     throw OutOfMemory(
-        fmt::format("dlrm_dcnv2: this configuration needs {}{} but {} has {:.2f} GiB available{}; {}",
+        fmt::format("dlrm_dcnv2: this configuration needs {}{} but {} has {:.2f} GiB available ({}); {}",
                     need.describe(), sharded_ ? fmt::format(" on rank {} ({}-wise sharding)", ctx_.rank, sharding_name(sharding_)) : "",
-                    ctx_.device.str(), avail / (1024.0 * 1024.0 * 1024.0),
-                    ctx_.device.is_cpu() ? " (MemAvailable)" : "", ways_to_fit(config_, global_batch_, training, avail)),
+                    ctx_.device.str(), avail / (1024.0 * 1024.0 * 1024.0), budget.source,
+                    ways_to_fit(config_, global_batch_, training, avail)),
         static_cast<std::size_t>(need.total()), __FILE__, __LINE__);
 }
 

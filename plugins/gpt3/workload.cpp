@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "benchhost/device.hpp"
+#include "benchhost/memory_budget.hpp"
 #include "benchhost/metrics/perplexity.hpp"
 #include "benchhost/nn/math_mode.hpp"
 #include "benchhost/optim/clip.hpp"
@@ -118,14 +119,9 @@ mlperf::Rules mlperf_rules() {
   return r;
 }
 
-// Memory of the device the fit check plans for: the GPU's own (the CUDA backend's environment
-// facts) or, on the CPU, the host's.
-double device_memory_bytes(Device device) {
-  if (device.is_cuda())
-    for (const auto& [k, v] : device_backend(DeviceType::cuda).environment())
-      if (k == fmt::format("gpu{}_memory_bytes", device.index)) return std::stod(v);
-  return lm::host_memory_bytes();
-}
+// Memory of the device the fit check plans for: the GPU's own, or on the CPU the host's within
+// any cgroup limit (Note [Memory budgets]).
+double device_memory_bytes(Device device) { return memory_budget(device).capacity_bytes; }
 
 }  // namespace
 

@@ -1,7 +1,5 @@
 #include "model_costs.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 
@@ -47,11 +45,6 @@ double gpt_train_flops_per_sample(const ModelShape& s) {
   const double matmul_params =
       s.layers * (4 * H * H + 2 * H * static_cast<double>(s.ffn)) + H * static_cast<double>(s.vocab);
   return 6 * matmul_params * T + 12.0 * s.layers * H * T * T;
-}
-
-double host_memory_bytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
 }
 
 namespace {

@@ -76,7 +76,5 @@ struct MemoryPlan {
 MemoryPlan plan_gpt_memory(const ModelShape& s, std::int64_t micro_batch, bool mixed_precision,
                            double device_bytes, const std::string& device_name);
 
-/// Total physical memory of this host in bytes (sysconf), 0 if unknown.
-double host_memory_bytes();
 
 }  // namespace benchhost::lm
