@@ -42,14 +42,16 @@ struct OptionSpec {
   bool required = false;
   /// Smallest and largest allowed value (each element of a list), and whether the bound itself
   /// is excluded. Unset = unbounded.
-  std::optional<double> min, max;
+  /// (Every member after `required` has a default, so `{"name", "int", "8", "help"}` stays a
+  /// complete initializer: no missing-field-initializer warning in plugins built with -Wextra.)
+  std::optional<double> min{}, max{};
   bool min_exclusive = false, max_exclusive = false;
   /// The allowed values of a string option; empty = any text.
-  std::vector<std::string> choices;
+  std::vector<std::string> choices{};
   /// Allowed element count of a list option; 0 = no bound.
   std::int64_t min_items = 0, max_items = 0;
   /// What the value counts ("samples", "steps", "epochs", "GiB", "channels"); "" = a pure number.
-  std::string unit;
+  std::string unit{};
 
   // Constraint builders, for declarations written as one expression (each returns the spec).
   OptionSpec at_least(double v) &&;
