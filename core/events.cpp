@@ -40,7 +40,7 @@ std::int64_t unix_time_ms() {
 }
 
 void EventBus::mllog(const std::string& event_type, const std::string& key, nlohmann::ordered_json value,
-                     nlohmann::ordered_json metadata, std::source_location loc) {
+                     nlohmann::ordered_json metadata, const char* file, int line) {
   MllogEvent e;
   e.time_ms = unix_time_ms();
   e.event_type = event_type;
@@ -49,10 +49,10 @@ void EventBus::mllog(const std::string& event_type, const std::string& key, nloh
   e.metadata = std::move(metadata);
   // Report the host source file relative to the repository (core/run_modes.cpp), like
   // mlcommons/logging's root_dir trimming.
-  std::string f = loc.file_name();
+  std::string f = file;
   if (auto pos = f.rfind("/core/"); pos != std::string::npos) f = f.substr(pos + 1);
   e.file = f;
-  e.line = static_cast<int>(loc.line());
+  e.line = line;
   e.run_index = run_index_;
   forward_mllog(e);
 }

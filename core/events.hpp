@@ -16,7 +16,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <source_location>
 #include <string>
 #include <vector>
 
@@ -131,7 +130,7 @@ class EventBus {
   void add(std::unique_ptr<Reporter> r);
   void mllog(const std::string& event_type, const std::string& key, nlohmann::ordered_json value,
              nlohmann::ordered_json metadata = nlohmann::ordered_json::object(),
-             std::source_location loc = std::source_location::current());
+             const char* file = __builtin_FILE(), int line = __builtin_LINE());  // the caller's, for metadata
   /// An MLLOG event made elsewhere (a worker process's), passed on unchanged.
   void forward_mllog(const MllogEvent& e);
   void point_start(const PointStart& p);

@@ -443,8 +443,9 @@ std::vector<NpzMember> npz_members(std::span<const std::uint8_t> archive, const 
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> read_npz(const std::string& path) {
-  const auto z = read_file(path);
+std::vector<std::pair<std::string, Tensor>> read_npz(const std::string& path) { return parse_npz(read_file(path), path); }
+
+std::vector<std::pair<std::string, Tensor>> parse_npz(std::span<const std::uint8_t> z, const std::string& path) {
   std::vector<std::pair<std::string, Tensor>> out;
   for (const ZipEntry& e : read_central_directory(z, path)) {
     if (!e.name.empty() && e.name.back() == '/') continue;  // directory entry

@@ -71,6 +71,8 @@ std::vector<NpzMember> npz_members(std::span<const std::uint8_t> archive, const 
 /// Read every member of a .npz archive, in central-directory order.
 /// Throws DataError naming the archive and member.
 std::vector<std::pair<std::string, Tensor>> read_npz(const std::string& path);
+/// The same for a .npz image held in memory (`name` is used in errors).
+std::vector<std::pair<std::string, Tensor>> parse_npz(std::span<const std::uint8_t> archive, const std::string& name);
 /// Write a .npz archive; `compress` = deflate members (numpy.savez_compressed), else stored.
 void write_npz(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& arrays,
                bool compress = false);

@@ -1,0 +1,110 @@
+// The workloads' dataset layouts built on the SDK readers: a Criteo multi-hot day (dense .npy,
+// labels .npy, sparse .npz, memory-mapped; datasets/criteo), the ImageNet validation labels file
+// val_map.txt (datasets/imagenet) and BERT's MLPerf HDF5 shards (datasets/text).
+#include <filesystem>
+#include <fstream>
+
+#include "benchhost/data/npy.hpp"
+#include "criteo.hpp"
+#include "fuzz.hpp"
+#include "imagenet_folder.hpp"
+#include "text/bert_hdf5.hpp"
+
+namespace bh_fuzz {
+
+enum Kind : std::uint8_t { kCriteoDay, kValMap, kBertHdf5, kKinds };
+
+namespace {
+namespace fs = std::filesystem;
+
+// A criteo day of `rows` rows, every feature one-hot but feature 3 (3-hot).
+std::vector<Bytes> criteo_day(std::int64_t rows) {
+  using namespace benchhost;
+  Tensor dense = Tensor::zeros({rows, criteo::kNumDense});
+  Tensor labels = Tensor::zeros({rows, 1}, DType::i32);
+  for (std::int64_t i = 0; i < rows; ++i) labels.data<std::int32_t>()[i] = i % 2;
+  std::vector<std::pair<std::string, Tensor>> sparse;
+  for (int k = 0; k < criteo::kNumSparse; ++k) {
+    Tensor t = Tensor::zeros({rows, k == 3 ? 3 : 1}, DType::i32);
+    for (std::int64_t j = 0; j < t.numel(); ++j) t.data<std::int32_t>()[j] = static_cast<std::int32_t>(j * 7 + k);
+    sparse.emplace_back(std::to_string(k), t);
+  }
+  const fs::path dir = scratch_dir() / "seed_criteo";
+  fs::create_directories(dir);
+  const criteo::DayFiles f = criteo::day_files(dir.string(), 0);
+  data::write_npy(f.dense, dense);
+  data::write_npy(f.labels, labels);
+  data::write_npz(f.sparse, sparse, false);
+  return {read_bytes(f.dense), read_bytes(f.labels), read_bytes(f.sparse)};
+}
+
+}  // namespace
+
+std::vector<Bytes> seeds() {
+  std::vector<Bytes> out;
+  auto with = [&](Kind k, Bytes b) {
+    b.insert(b.begin(), k);
+    out.push_back(std::move(b));
+  };
+  with(kCriteoDay, join_parts(criteo_day(6)));
+  with(kValMap, to_bytes("ILSVRC2012_val_00000001.JPEG 1\nILSVRC2012_val_00000002.JPEG n00000000\n"));
+  benchhost::text::BertSamples s;
+  s.seq_len = 8;
+  s.max_predictions = 2;
+  for (int r = 0; r < 2; ++r) {
+    s.input_ids.insert(s.input_ids.end(), {2, 7, 8, 3, 9, 10, 3, 0});
+    s.segment_ids.insert(s.segment_ids.end(), {0, 0, 0, 0, 1, 1, 1, 0});
+    s.input_mask.insert(s.input_mask.end(), {1, 1, 1, 1, 1, 1, 1, 0});
+    s.masked_lm_positions.insert(s.masked_lm_positions.end(), {1, 5});
+    s.masked_lm_ids.insert(s.masked_lm_ids.end(), {7, 10});
+    s.next_sentence_labels.push_back(r);
+    ++s.count;
+  }
+  const std::string h5 = write_scratch("seed.hdf5", {});
+  benchhost::text::write_bert_hdf5(h5, s);
+  with(kBertHdf5, read_bytes(h5));
+  return out;
+}
+
+}  // namespace bh_fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  namespace fs = std::filesystem;
+  using namespace benchhost;
+  if (size == 0) return 0;
+  const std::span<const std::uint8_t> in(data + 1, size - 1);
+  switch (data[0] % bh_fuzz::kKinds) {
+    case bh_fuzz::kCriteoDay: {
+      const fs::path dir = bh_fuzz::scratch_dir() / "criteo";
+      fs::create_directories(dir);
+      const criteo::DayFiles f = criteo::day_files(dir.string(), 0);
+      const auto parts = bh_fuzz::split_parts(in, 3);
+      bh_fuzz::write_scratch("criteo/" + fs::path(f.dense).filename().string(), parts[0]);
+      bh_fuzz::write_scratch("criteo/" + fs::path(f.labels).filename().string(), parts[1]);
+      bh_fuzz::write_scratch("criteo/" + fs::path(f.sparse).filename().string(), parts[2]);
+      bh_fuzz::refused_or_read([&] {
+        criteo::MultiHotDay day(dir.string(), 0);
+        if (day.rows() > 0) {
+          const std::int64_t n = std::min<std::int64_t>(day.rows(), 4);
+          criteo::Batch b = criteo::make_batch(n, day.hotness());
+          day.copy_rows(0, n, b, 0, std::vector<std::int64_t>(criteo::kNumSparse, 1000));
+        }
+      });
+      break;
+    }
+    case bh_fuzz::kValMap: {
+      const fs::path root = bh_fuzz::scratch_dir() / "imagenet";
+      fs::create_directories(root / "val");
+      std::ofstream(root / "val" / "ILSVRC2012_val_00000001.JPEG") << "x";
+      std::ofstream(root / "val" / "ILSVRC2012_val_00000002.JPEG") << "x";
+      bh_fuzz::write_scratch("imagenet/val_map.txt", in);
+      bh_fuzz::refused_or_read([&] { imagenet::scan_val(root.string(), {"n00000000", "n00000001"}); });
+      break;
+    }
+    default: {
+      const std::string path = bh_fuzz::write_scratch("fuzz.hdf5", in);
+      bh_fuzz::refused_or_read([&] { text::read_bert_hdf5(path, 16); });
+    }
+  }
+  return 0;
+}
