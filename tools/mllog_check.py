@@ -95,15 +95,16 @@ class RulesUnavailable(Exception):
 
 
 def declarations_from(data):
-    """benchmark key -> plugin declaration, from `benchhost list --json` or `info <p> --json`
-    output (a list of either is accepted too)."""
+    """benchmark key (the plugin's name when it declares none) -> plugin declaration, from
+    `benchhost list --json` or `info <p> --json` output (a list of either is accepted too)."""
     found = {}
     items = data if isinstance(data, list) else [data]
     for item in items:
         plugins = item.get("plugins", [item]) if isinstance(item, dict) else []
         for plugin in plugins:
-            if isinstance(plugin, dict) and plugin.get("benchmark"):
-                found[plugin["benchmark"]] = plugin
+            # The host logs a plugin without a benchmark key under its own name.
+            if isinstance(plugin, dict) and (plugin.get("benchmark") or plugin.get("name")):
+                found[plugin.get("benchmark") or plugin["name"]] = plugin
     return found
 
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <thread>
 
+#include "benchhost/comm/communicator.hpp"
 #include "benchhost/metrics/accuracy.hpp"
 #include "benchhost/metrics/perplexity.hpp"
 #include "common/thread_comm.hpp"
@@ -114,5 +115,26 @@ TEST(MetricsAcrossRanks, MergeToTheValueOfTheUnion) {
     EXPECT_DOUBLE_EQ(top1[r], 2.0 / 4.0);
     EXPECT_DOUBLE_EQ(mlm[r], 4.0 / 8.0);
     EXPECT_DOUBLE_EQ(ppl[r], 12.0 / 5.0);
+  }
+}
+
+// docs/multi-process.md writes allreduce_values(comm, {correct, total}, ReduceOp::sum): a braced
+// list of integers (or of doubles) picks its overload.
+TEST(AllreduceValues, ABracedListOfOneTypeIsUnambiguous) {
+  test_support::Group g(2);
+  std::vector<std::vector<std::int64_t>> counts(2);
+  std::vector<std::vector<double>> sums(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      test_support::ThreadComm comm(g, r);
+      const std::int64_t correct = 3 + r, total = 10;
+      counts[r] = allreduce_values(comm, {correct, total}, ReduceOp::sum);
+      sums[r] = allreduce_values(comm, {0.5, 1.0 * r}, ReduceOp::sum);
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(counts[r], (std::vector<std::int64_t>{7, 20}));
+    EXPECT_EQ(sums[r], (std::vector<double>{1.0, 1.0}));
   }
 }

@@ -176,6 +176,15 @@ class MllogCheckTest(unittest.TestCase):
         self.assertViolation(self.check(run_log("fashion_mlp", "open", hyper)), "'submission_benchmark'",
                              "fashion_mlp")
 
+    def test_a_plugin_without_a_benchmark_key_is_checked_under_its_name(self):
+        # The host logs submission_benchmark as the plugin's name when it declares no benchmark.
+        declarations = mllog_check.declarations_from({"plugins": [
+            {"name": "mlp", "benchmark": "", "mlperf": {"keys": [{"key": "opt_name"}]}}]})
+        hyper = {"global_batch_size": 64, "gradient_accumulation_steps": 1, "opt_name": "adam"}
+        self.assertEqual(self.check(run_log("mlp", "open", hyper), declarations=declarations), [])
+        del hyper["opt_name"]
+        self.assertViolation(self.check(run_log("mlp", "open", hyper), declarations=declarations), "'opt_name'")
+
     def test_an_empty_file(self):
         self.assertViolation(self.check([]), "no ':::MLLOG' lines")
 

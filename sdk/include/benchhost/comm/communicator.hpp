@@ -51,8 +51,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "benchhost/comm/launch.hpp"
@@ -202,6 +204,13 @@ inline bool is_writer(const Communicator* comm) { return comm == nullptr || comm
 std::vector<double> allreduce_values(Communicator& comm, std::vector<double> values, ReduceOp op);
 std::vector<std::int64_t> allreduce_values(Communicator& comm, std::vector<std::int64_t> values,
                                            ReduceOp op);
+/// A braced list of one type, `allreduce_values(comm, {correct, total}, ReduceOp::sum)`: without
+/// this the list would match both overloads above.
+template <class T>
+  requires std::is_same_v<T, double> || std::is_same_v<T, std::int64_t>
+std::vector<T> allreduce_values(Communicator& comm, std::initializer_list<T> values, ReduceOp op) {
+  return allreduce_values(comm, std::vector<T>(values), op);
+}
 inline double allreduce_value(Communicator& comm, double v, ReduceOp op) {
   return allreduce_values(comm, std::vector<double>{v}, op)[0];
 }

@@ -99,7 +99,7 @@ class Dataset {
   Sample get(std::int64_t index) const { return get(SampleContext{index, 0, 0}); }
   /// Where sample `index` comes from, for error messages ("train/00042.jpg", "data.npy[17]");
   /// "" when there is nothing better than the index.
-  virtual std::string source(std::int64_t index) const { return {}; }
+  virtual std::string source(std::int64_t /*index*/) const { return {}; }
 };
 
 /// Stack samples into one batch of CPU tensors (field by field, shapes and dtypes must agree).

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Coverage-guided fuzzing of every reader and the CLI with libFuzzer (Note [Fuzzing the readers],
+# tests/fuzz/fuzz.hpp). Builds build-fuzz/ with clang (AddressSanitizer + UndefinedBehaviorSanitizer,
+# coverage for libFuzzer, CPU only), writes each harness's seeds as its starting corpus, runs each
+# fuzzer for RUNS executions (default 10 million) and writes every fuzzer's log and a summary under
+# results/fuzz/<date>/. A finding stops that fuzzer and leaves crash-* (or leak-, oom-, timeout-)
+# files in results/fuzz/<date>/<name>/; reproduce one with build/bin/fuzz_smoke_<name> FILE.
+#   bash tools/fuzz.sh                         # all harnesses, 10M executions each
+#   RUNS=100000 FUZZERS="npy image" bash tools/fuzz.sh
+# Needs clang and libclang-rt (Debian's clang and libclang-rt-dev; installed here when missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+missing=()
+for p in clang libclang-rt-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -q && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+build=${BUILD_DIR:-build-fuzz}
+runs=${RUNS:-10000000}
+fuzzers=${FUZZERS:-"npy idx image audio manifest text datasets cli"}
+jobs=${JOBS:-$(nproc)}
+flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1"
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  # CMake takes the first configure's compilers and flags from the environment.
+  CC=clang CXX=clang++ CXXFLAGS="$flags" CFLAGS="$flags" LDFLAGS="-fsanitize=address,undefined" \
+    cmake -S . -B "$build" -G Ninja -DBENCHHOST_CUDA=OFF -DBENCHHOST_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    $(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache) >/dev/null
+  targets=()
+  for f in $fuzzers; do targets+=("fuzz_$f" "fuzz_smoke_$f"); done
+  cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
+fi
+out=results/fuzz/$(date -u +%F)
+mkdir -p "$out"
+{ date -u; uname -a; clang --version | head -n 1; echo "runs per fuzzer: $runs"; } > "$out/environment.txt"
+export ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=0"  # leaks: see tools/sanitize.sh
+: > "$out/summary.txt"
+status=0
+run_one() {
+  local f=$1 corpus
+  corpus=$(mktemp -d)
+  "$build/bin/fuzz_smoke_$f" --write-seeds "$corpus/seeds" > /dev/null
+  mkdir -p "$corpus/work"
+  mkdir -p "$out/$f"
+  local rc=0
+  # One process, no forking: the counts below are this fuzzer's alone. 2 GiB RSS and 20 s per input
+  # are findings (a reader that allocates what the input's size cannot justify, or hangs).
+  (cd "$out/$f" && "$OLDPWD/$build/bin/fuzz_$f" -runs="$runs" -rss_limit_mb=2048 -timeout=20 -max_len=262144 \
+     -print_final_stats=1 "$corpus/work" "$corpus/seeds") > "$out/$f.log" 2>&1 || rc=$?
+  local execs
+  execs=$(grep -m1 -o 'stat::number_of_executed_units: [0-9]*' "$out/$f.log" | awk '{print $2}')
+  echo "$f: ${execs:-?} executions, exit $rc, $(ls "$out/$f" | grep -cE '^(crash|leak|oom|timeout)-' || true) finding file(s), corpus $(ls "$corpus/work" | wc -l) inputs" \
+    >> "$out/summary.txt"
+  rm -rf "$corpus"
+  return $rc
+}
+active=0
+for f in $fuzzers; do
+  run_one "$f" &
+  active=$((active + 1))
+  if [ "$active" -ge "$jobs" ]; then wait -n || status=1; active=$((active - 1)); fi
+done
+while [ "$active" -gt 0 ]; do wait -n || status=1; active=$((active - 1)); done
+cat "$out/summary.txt"
+exit $status
