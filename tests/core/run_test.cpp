@@ -301,6 +301,22 @@ TEST(RunModes, LoaderModeMeasuresTheDataPipelineOnly) {
   EXPECT_FALSE(r.records[0].final_loss.has_value());  // train_step was never called
 }
 
+// Note [Optional slots] (workload.hpp): a plugin that does not implement prepare_batch has a null
+// slot, so --mode loader is SKIPPED with the reason instead of timing nothing (the null plugin
+// once "loaded" millions of samples per second).
+TEST(RunModes, LoaderModeWithoutADataStepIsSkipped) {
+  InProcessRun r = run_in_process("null", {"--mode", "loader", "-b", "32", "-w", "1", "-i", "10"});
+  ASSERT_EQ(r.records.size(), 1u);
+  EXPECT_EQ(r.records[0].status, RunStatus::skipped);
+  EXPECT_NE(r.records[0].message.find("has no prepare_batch slot"), std::string::npos) << r.records[0].message;
+  BrokenPlugin why;
+  const auto null = load_plugin(bhtest::plugin_file("null"), &why);
+  ASSERT_TRUE(null) << why.reason;
+  EXPECT_EQ(null->descriptor.prepare_batch, nullptr);
+  EXPECT_EQ(null->descriptor.evaluate, nullptr);
+  EXPECT_NE(null->descriptor.infer_step, nullptr);
+}
+
 TEST(Mllog, OneFilePerRunWhenRunsAboveOne) {
   EXPECT_EQ(MllogReporter::path_for_run("out/result.txt", 0, 1), std::filesystem::path("out/result.txt"));
   EXPECT_EQ(MllogReporter::path_for_run("out/result.txt", 3, 5), std::filesystem::path("out/result_3.txt"));

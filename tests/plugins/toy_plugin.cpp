@@ -99,17 +99,31 @@ class ToyWorkload : public benchhost::Workload {
     std::iota(order_.begin(), order_.end(), 0);
     for (std::size_t i = order_.size() - 1; i > 0; --i) std::swap(order_[i], order_[rng_.next() % (i + 1)]);
     cursor_ = 0;
+    prepared_ = false;
   }
 
-  benchhost::StepResult train_step() override {
+  // The data step: gather the next batch's rows in sampler order (what a loader does).
+  void prepare_batch() override {
     const std::int64_t n = static_cast<std::int64_t>(order_.size());
-    std::fill(grad_.begin(), grad_.end(), 0.0);
-    double loss = 0;
+    batch_x_.resize(static_cast<std::size_t>(batch_ * d_));
+    batch_y_.resize(static_cast<std::size_t>(batch_));
     for (std::int64_t b = 0; b < batch_; ++b) {
       const std::int64_t i = order_[cursor_];
       cursor_ = (cursor_ + 1) % n;
-      const double* x = &x_train_[i * d_];
-      double err = -y_train_[i];
+      std::copy(&x_train_[i * d_], &x_train_[i * d_] + d_, &batch_x_[b * d_]);
+      batch_y_[b] = y_train_[i];
+    }
+    prepared_ = true;
+  }
+
+  benchhost::StepResult train_step() override {
+    if (!prepared_) prepare_batch();
+    prepared_ = false;
+    std::fill(grad_.begin(), grad_.end(), 0.0);
+    double loss = 0;
+    for (std::int64_t b = 0; b < batch_; ++b) {
+      const double* x = &batch_x_[b * d_];
+      double err = -batch_y_[b];
       for (std::int64_t j = 0; j < d_; ++j) err += x[j] * w_[j];
       loss += err * err;
       for (std::int64_t j = 0; j < d_; ++j) grad_[j] += 2.0 * err * x[j];
@@ -146,6 +160,8 @@ class ToyWorkload : public benchhost::Workload {
   std::int64_t d_ = 0, batch_ = 1, cursor_ = 0;
   double lr_ = 0, sink_ = 0;
   std::vector<double> x_train_, y_train_, x_eval_, y_eval_, w_, grad_;
+  std::vector<double> batch_x_, batch_y_;  // the prepared batch
+  bool prepared_ = false;
   std::vector<std::int64_t> order_;
   SplitMix64 rng_{0};
   benchhost::Hyperparameters hyper_;

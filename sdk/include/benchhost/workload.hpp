@@ -26,6 +26,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -166,6 +167,13 @@ struct Instance {
   std::string hyper_json;
 };
 
+/// Whether the class declares its own `member` (its pointer-to-member type names the class)
+/// rather than inheriting Workload's default.
+template <class A, class B>
+constexpr bool implements(A, B) {
+  return !std::is_same_v<A, B>;
+}
+
 template <class W>
 struct PluginAdapter {
   using I = Instance<W>;
@@ -290,14 +298,18 @@ struct PluginAdapter {
       x.create = &create;
       x.destroy = &destroy;
       x.setup = &setup;
-      x.begin_epoch = &begin_epoch;
-      x.prepare_batch = &prepare_batch;
+      // Note [Optional slots]: a slot the class does not implement stays null, so the host can
+      // tell (it SKIPs --mode loader without prepare_batch, ttt without evaluate, infer without
+      // infer_step) instead of timing a default that does nothing.
+      if constexpr (implements(&W::begin_epoch, &Workload::begin_epoch)) x.begin_epoch = &begin_epoch;
+      if constexpr (implements(&W::prepare_batch, &Workload::prepare_batch)) x.prepare_batch = &prepare_batch;
       x.train_step = &train_step;
-      x.evaluate = &evaluate;
-      x.infer_step = &infer_step;
-      x.synchronize = &synchronize;
-      x.hyperparameters_json = &hyperparameters_json;
-      x.teardown = &teardown;
+      if constexpr (implements(&W::evaluate, &Workload::evaluate)) x.evaluate = &evaluate;
+      if constexpr (implements(&W::infer_step, &Workload::infer_step)) x.infer_step = &infer_step;
+      if constexpr (implements(&W::synchronize, &Workload::synchronize)) x.synchronize = &synchronize;
+      if constexpr (implements(&W::hyperparameters, &Workload::hyperparameters))
+        x.hyperparameters_json = &hyperparameters_json;
+      if constexpr (implements(&W::teardown, &Workload::teardown)) x.teardown = &teardown;
       return x;
     }();
     return &d;
