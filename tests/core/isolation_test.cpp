@@ -86,6 +86,21 @@ pid_t start_benchhost(const std::vector<std::string>& args, const std::string& l
   return pid;
 }
 
+// Wait (up to a minute: slow under sanitizers) until the report at `path` holds `records` records.
+bool wait_for_records(const std::filesystem::path& path, std::size_t records) {
+  for (int k = 0; k < 600; ++k) {
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec)) {
+      try {
+        if (json::parse(bhtest::read_file(path)).at("results").size() >= records) return true;
+      } catch (const std::exception&) {  // being replaced: read it again
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
 // Wait for `pid`; the seconds it took.
 double wait_seconds(pid_t pid, int* status) {
   const auto start = std::chrono::steady_clock::now();
@@ -235,7 +250,8 @@ TEST(Isolation, HangupDuringAStepThatNeverReturnsEndsTheRunWithinTheGrace) {
                                      out.json_path.string()},
                                     log);
   ASSERT_GE(pid, 0);
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // b=16 hangs in its third step
+  ASSERT_TRUE(wait_for_records(out.json_path, 1)) << bhtest::read_file(log);  // b=4 done
+  std::this_thread::sleep_for(std::chrono::seconds(1));                        // b=16 hangs in its third step
   ::kill(pid, SIGHUP);
   int status = 0;
   const double took = wait_seconds(pid, &status);
@@ -260,7 +276,8 @@ TEST(Isolation, ASecondInterruptEndsAHungRunWithoutIsolation) {
                                      out.json_path.string()},
                                     log);
   ASSERT_GE(pid, 0);
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  ASSERT_TRUE(wait_for_records(out.json_path, 1)) << bhtest::read_file(log);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
   ::kill(pid, SIGINT);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ::kill(pid, SIGINT);

@@ -115,8 +115,9 @@ TensorDict collate_into(const std::vector<Sample>& samples, Allocator* alloc) {
     // The copy runs in the loader's serial output stage, so a large batch (images: ~600 KB a
     // sample) is copied by a tbb::parallel_for inside the loader's arena: threads that are
     // between samples take part, and the serial stage does not cap the loader's throughput.
+    const std::string& field = name;  // a structured binding is not captured by clang < 16
     auto copy_one = [&](std::int64_t i) {
-      const Tensor& t = samples[static_cast<std::size_t>(i)].at(name);
+      const Tensor& t = samples[static_cast<std::size_t>(i)].at(field);
       if (t.is_contiguous()) {
         if (bytes) std::memcpy(dst + static_cast<std::size_t>(i) * bytes, t.raw_data(), bytes);
       } else {
