@@ -107,9 +107,39 @@ std::string strip_dashes(std::string s) {
   return s;
 }
 
+// Note [Percent signs in options]
+// program_options builds an error's text on what() by replacing placeholders such as
+// "%canonical_option%" with the option and value as given, in a loop that runs until the placeholder
+// is gone: an argument that contains its own placeholder ("-%canonical_option%") never ends it.
+// When any token that reached the parser holds a '%', the message is built here from the option's
+// name instead, and what() is never called.
+std::string po_message(const po::error& e, bool tokens_have_percent) {
+  if (!tokens_have_percent) return e.what();
+  auto* named = dynamic_cast<const po::error_with_option_name*>(&e);
+  const std::string name = named ? named->get_option_name() : std::string();
+  const char* what_kind = "cannot parse option";
+  if (dynamic_cast<const po::unknown_option*>(&e))
+    what_kind = "unrecognised option";
+  else if (dynamic_cast<const po::ambiguous_option*>(&e))
+    what_kind = "ambiguous option";
+  else if (dynamic_cast<const po::multiple_occurrences*>(&e) || dynamic_cast<const po::multiple_values*>(&e))
+    what_kind = "option given more than once";
+  else if (dynamic_cast<const po::invalid_option_value*>(&e) || dynamic_cast<const po::validation_error*>(&e))
+    what_kind = "invalid value for option";
+  else if (dynamic_cast<const po::required_option*>(&e))
+    what_kind = "missing value for option";
+  else if (dynamic_cast<const po::invalid_syntax*>(&e))
+    what_kind = "malformed option";
+  if (name.empty()) return fmt::format("{} (an argument contains '%')", what_kind);
+  return fmt::format("{} '{}'", what_kind, name);
+}
+
+bool has_percent(const std::string& s) { return s.find('%') != std::string::npos; }
+
 [[noreturn]] void rethrow_po(const po::error& e, const std::vector<std::string>& candidates, const std::string& where,
-                             bool have_plugin) {
-  std::string msg = where.empty() ? e.what() : fmt::format("{}: {}", where, e.what());
+                             bool have_plugin, bool tokens_have_percent) {
+  const std::string text = po_message(e, tokens_have_percent);
+  std::string msg = where.empty() ? text : fmt::format("{}: {}", where, text);
   if (auto* u = dynamic_cast<const po::unknown_option*>(&e)) {
     std::string bad = strip_dashes(u->get_option_name());
     std::string near = nearest(bad, candidates);
@@ -289,12 +319,13 @@ Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, 
   po::options_description file_desc;
   file_desc.add(run_options()).add(plugin_desc);
   const std::vector<std::string> candidates = option_names(cmdline);
+  const bool argv_percent = std::any_of(s.argv.begin(), s.argv.end(), has_percent);
 
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(argc, argv).options(cmdline).positional(positionals()).run(), vm);
   } catch (const po::error& e) {
-    rethrow_po(e, candidates, "", info != nullptr);
+    rethrow_po(e, candidates, "", info != nullptr, argv_percent);
   }
   std::vector<std::string> args = vm.count("args") ? vm["args"].as<std::vector<std::string>>() : std::vector<std::string>{};
   std::string shorthand_mode;
@@ -333,19 +364,25 @@ Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, 
     s.config = config;
     s.config_path = resolve_config(config, info ? info->name : std::string(), roots);
   }
+  bool config_percent = false;
   if (!s.config_path.empty()) {
-    std::ifstream in(s.config_path);
-    if (!in) BH_USAGE("cannot read config file {}", s.config_path.string());
+    std::ifstream file(s.config_path, std::ios::binary);
+    if (!file) BH_USAGE("cannot read config file {}", s.config_path.string());
+    std::ostringstream text;
+    text << file.rdbuf();
+    config_percent = has_percent(text.str());
+    std::istringstream in(text.str());
     try {
       po::store(po::parse_config_file(in, file_desc, false), vm);
     } catch (const po::error& e) {
-      rethrow_po(e, option_names(file_desc), fmt::format("config file {}", s.config_path.string()), info != nullptr);
+      rethrow_po(e, option_names(file_desc), fmt::format("config file {}", s.config_path.string()), info != nullptr,
+                 config_percent);
     }
   }
   try {
     po::notify(vm);
   } catch (const po::error& e) {
-    rethrow_po(e, candidates, "", info != nullptr);
+    rethrow_po(e, candidates, "", info != nullptr, argv_percent || config_percent);
   }
 
   auto str = [&](const char* k, std::string& dst) {

@@ -2,7 +2,14 @@
 // malformed values named, config lookup.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include <unistd.h>
 
 #include "cli.hpp"
 
@@ -183,4 +190,38 @@ TEST(Cli, SuggestsALongerNameThatStartsWithTheWord) {
   EXPECT_EQ(nearest("dlrm", {"bert", "dlrm_dcnv2", "gpt3"}), "dlrm_dcnv2");
   EXPECT_EQ(nearest("gp", {"bert", "gpt3"}), "gpt3") << "within the typo distance";
   EXPECT_EQ(nearest("xyzzy", {"bert", "dlrm_dcnv2"}), "");
+}
+
+// Note [Percent signs in options]: an argument that holds program_options' own placeholder made its
+// error text loop forever (found by tests/fuzz/fuzz_cli.cpp). Each case runs on a thread with a
+// deadline, so a regression fails here instead of hanging the suite.
+TEST(Cli, PercentPlaceholdersInArgumentsDoNotHang) {
+  const fs::path conf = fs::temp_directory_path() / ("bh_percent_" + std::to_string(::getpid()) + ".conf");
+  std::ofstream(conf) << "toy.lrr = %canonical_option%\n";
+  const std::vector<std::vector<std::string>> cases{
+      {"--plugin", "toy", "-%canonical_option%"},
+      {"--plugin", "toy", "--%option%"},
+      {"--plugin", "toy", "--toy.%value%", "1"},
+      {"--plugin", "toy", "--toy.use-bias", "%value%"},
+      {"--plugin", "toy", "--toy.features", "%canonical_option%"},
+      {"--plugin", "toy", "--config", conf.string()},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& args = cases[i];
+    auto result = std::make_shared<std::promise<std::string>>();
+    std::future<std::string> f = result->get_future();
+    std::thread([args, result] { result->set_value(usage_error(args)); }).detach();
+    if (f.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+      ADD_FAILURE() << "parsing '" << args.back() << "' did not finish in 20 s";
+      std::fflush(nullptr);
+      std::_Exit(1);  // the parsing thread cannot be stopped
+    }
+    const std::string e = f.get();
+    EXPECT_NE(e, "(no error)") << args.back();
+    if (i < 3) EXPECT_NE(e.find('%'), std::string::npos) << "the message names the argument: " << e;
+  }
+  EXPECT_NE(usage_error(cases[0]).find("unrecognised option '-%canonical_option%'"), std::string::npos)
+      << usage_error(cases[0]);
+  EXPECT_NE(usage_error(cases[5]).find(conf.filename().string()), std::string::npos) << usage_error(cases[5]);
+  fs::remove(conf);
 }

@@ -11,7 +11,9 @@ std::vector<Bytes> seeds() {
   return {to_bytes("--plugin toy --mode train -b 4,8 -n 1 -w 2 -i 7 --seed 9 --toy.lr 0.5\n"
                    "# a config\nmode = ttt\ntoy.features = 16\ntoy.blocks = 1,2,3\ntoy.optimizer = sgd\n"),
           to_bytes("train toy --precision bf16 --toy.packing true -o r.json --csv r.csv\ntoy.betas = 0.9,0.95\n"),
-          to_bytes("info toy --json\n"), to_bytes("--plugin toy --help\n"), to_bytes("list --plugin-dir /nonexistent\n")};
+          to_bytes("info toy --json\n"), to_bytes("--plugin toy --help\n"), to_bytes("list --plugin-dir /nonexistent\n"),
+          // The placeholders program_options substitutes into its messages (Note [Percent signs in options]).
+          to_bytes("--plugin toy -%canonical_option% --toy.lr %value%\ntoy.features = %canonical_option%\n")};
 }
 }  // namespace bh_fuzz
 
