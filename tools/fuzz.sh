@@ -7,6 +7,7 @@
 # files in results/fuzz/<date>/<name>/; reproduce one with build/bin/fuzz_smoke_<name> FILE.
 #   bash tools/fuzz.sh                         # all harnesses, 10M executions each
 #   RUNS=100000 FUZZERS="npy image" bash tools/fuzz.sh
+#   MAX_TIME=3600 JOBS=2 bash tools/fuzz.sh    # stop each fuzzer after an hour even short of RUNS
 # Needs clang and libclang-rt (Debian's clang and libclang-rt-dev; installed here when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,7 @@ build=${BUILD_DIR:-build-fuzz}
 runs=${RUNS:-10000000}
 fuzzers=${FUZZERS:-"npy idx image audio manifest text datasets cli"}
 jobs=${JOBS:-$(nproc)}
+max_time=${MAX_TIME:-0}
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1"
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   # CMake takes the first configure's compilers and flags from the environment.
@@ -33,9 +35,9 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   for f in $fuzzers; do targets+=("fuzz_$f" "fuzz_smoke_$f"); done
   cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 fi
-out=results/fuzz/$(date -u +%F)
+out=${OUT_DIR:-results/fuzz/$(date -u +%F)}
 mkdir -p "$out"
-{ date -u; uname -a; clang --version | head -n 1; echo "runs per fuzzer: $runs"; } > "$out/environment.txt"
+{ date -u; uname -a; clang --version | head -n 1; echo "runs per fuzzer: $runs"; echo "time limit per fuzzer: ${max_time}s (0: none)"; echo "parallel fuzzers: $jobs"; } > "$out/environment.txt"
 export ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=0"  # leaks: see tools/sanitize.sh
 : > "$out/summary.txt"
 status=0
@@ -48,7 +50,7 @@ run_one() {
   local rc=0
   # One process, no forking: the counts below are this fuzzer's alone. 2 GiB RSS and 20 s per input
   # are findings (a reader that allocates what the input's size cannot justify, or hangs).
-  (cd "$out/$f" && "$OLDPWD/$build/bin/fuzz_$f" -runs="$runs" -rss_limit_mb=2048 -timeout=20 -max_len=262144 \
+  (cd "$out/$f" && "$OLDPWD/$build/bin/fuzz_$f" -runs="$runs" -max_total_time="$max_time" -rss_limit_mb=2048 -timeout=20 -max_len=262144 \
      -print_final_stats=1 "$corpus/work" "$corpus/seeds") > "$out/$f.log" 2>&1 || rc=$?
   local execs
   execs=$(grep -m1 -o 'stat::number_of_executed_units: [0-9]*' "$out/$f.log" | awk '{print $2}')

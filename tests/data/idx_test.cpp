@@ -50,6 +50,16 @@ TEST(Idx, TruncationAndMalformedFilesAreRefused) {
   EXPECT_DATA_ERROR(read_idx(malformed("idx_bad_type.idx")), "type 0x07");
   EXPECT_THROW(read_idx(malformed("idx_truncated.idx.gz")), DataError);
   EXPECT_DATA_ERROR(read_idx(dir.file("missing.idx")), "cannot open");
+  // Found by fuzz_idx: a zero first dimension hid 7 huge ones from the size bound, and the
+  // tensor's strides overflowed int64.
+  const std::string zero_first = dir.file("zero_first.idx");
+  bh_data_test::write_bytes(zero_first, {0, 0, 0x08, 7, 0, 0, 0, 0, 0, 0, 0x57, 0, 0, 1, 0, 0, 0, 0, 0x57, 0,
+                                         0, 1, 0, 0, 0, 0, 0x57, 0, 0, 1, 0, 0});
+  EXPECT_DATA_ERROR(read_idx(zero_first), "absurd IDX shape");
+  // A header that promises far more than the file holds is refused without allocating it all.
+  const std::string liar = dir.file("liar.idx");
+  bh_data_test::write_bytes(liar, {0, 0, 0x08, 2, 0, 1, 0, 0, 0, 1, 0, 0, 1, 2, 3});
+  EXPECT_DATA_ERROR(read_idx(liar), "needs 4294967296 data bytes, found 3");
 }
 
 TEST(Idx, ClassificationDataset) {

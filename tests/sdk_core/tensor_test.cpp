@@ -91,3 +91,14 @@ TEST(Allocator, CpuCachesLargeBlocks) {
   a.empty_cache();
   EXPECT_EQ(a.stats().reserved_bytes, a.stats().current_bytes);
 }
+
+TEST(Tensor, ShapesWhoseSizeOrStridesOverflowAreRefused) {
+  // A zero dimension makes numel 0, but the strides multiply the dimensions to its right.
+  EXPECT_THROW(Tensor::empty({0, std::int64_t{1} << 40, std::int64_t{1} << 40}, DType::u8), InvalidArgument);
+  EXPECT_THROW(Tensor::empty({std::int64_t{1} << 62, 4}, DType::f32), InvalidArgument);
+  EXPECT_THROW(Tensor::empty({3, -1}, DType::f32), InvalidArgument);
+  EXPECT_EQ(Tensor::empty({0, 1 << 20, 1 << 20}, DType::u8).numel(), 0);
+  const Tensor t = Tensor::zeros({4, 6}, DType::f32);
+  EXPECT_THROW(t.view({-1, std::int64_t{1} << 40, std::int64_t{1} << 40}), InvalidArgument);
+  EXPECT_EQ(t.view({-1, 3}).shape(), (Shape{8, 3}));
+}

@@ -38,9 +38,16 @@ Storage::~Storage() {
 
 namespace {
 
+// Dimensions are non-negative, and the product of the non-zero ones stays far inside int64 so that
+// numel, byte sizes and contiguous strides (which multiply past a zero dimension) cannot overflow.
 void check_shape(const Shape& shape) {
-  for (auto s : shape)
+  std::int64_t product = 1;
+  for (auto s : shape) {
     BH_CHECK_AS(InvalidArgument, s >= 0, "negative dimension in shape {}", shape_str(shape));
+    BH_CHECK_AS(InvalidArgument, !__builtin_mul_overflow(product, std::max<std::int64_t>(s, 1), &product) &&
+                                     product <= (std::int64_t{1} << 56),
+                "shape {} has more elements than any memory holds", shape_str(shape));
+  }
 }
 
 // Read/write one element of any dtype as double (CPU only).
@@ -201,14 +208,17 @@ Tensor Tensor::view(Shape shape) const {
               describe());
   std::int64_t known = 1;
   int infer = -1;
+  Shape given = shape;  // with the -1 as 1, checked so that the products below cannot overflow
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
       BH_CHECK_AS(InvalidArgument, infer < 0, "view(): more than one -1 in {}", shape_str(shape));
       infer = static_cast<int>(i);
-    } else {
-      known *= shape[i];
+      given[i] = 1;
     }
   }
+  check_shape(given);
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    if (static_cast<int>(i) != infer) known *= shape[i];
   if (infer >= 0) {
     BH_CHECK_AS(InvalidArgument, known != 0 && numel() % known == 0,
                 "view(): cannot infer -1 in {} for {} elements", shape_str(shape), numel());

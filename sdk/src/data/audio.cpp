@@ -1,6 +1,7 @@
 // WAV / FLAC audio through libsndfile.
 #include "benchhost/data/audio.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include <sndfile.h>
@@ -57,14 +58,18 @@ Audio read_audio(const std::string& path, bool mono) {
     BH_THROW(DataError, "{}: bad audio header ({} channels at {} Hz)", path, info.channels, info.samplerate);
   // Read in blocks; the buffer grows only as frames actually decode, whatever the header says.
   const auto ch = static_cast<std::size_t>(info.channels);
+  // Blocks start at 4096 samples and double up to 2^20 samples, so a short file with a header that
+  // claims 256 channels costs kilobytes, not 256 x a full block.
   std::vector<float> data;
-  constexpr sf_count_t kBlock = 1 << 16;
+  const auto max_block = std::max<sf_count_t>(1, (sf_count_t{1} << 20) / static_cast<sf_count_t>(ch));
+  sf_count_t block = std::max<sf_count_t>(1, 4096 / static_cast<sf_count_t>(ch));
   sf_count_t total = 0;
   for (;;) {
-    data.resize((static_cast<std::size_t>(total) + kBlock) * ch);
-    const sf_count_t got = sf_readf_float(snd.f, data.data() + static_cast<std::size_t>(total) * ch, kBlock);
+    data.resize((static_cast<std::size_t>(total) + static_cast<std::size_t>(block)) * ch);
+    const sf_count_t got = sf_readf_float(snd.f, data.data() + static_cast<std::size_t>(total) * ch, block);
     if (got <= 0) break;
     total += got;
+    block = std::min(block * 2, max_block);
   }
   data.resize(static_cast<std::size_t>(total) * ch);
   if (sf_error(snd.f) != SF_ERR_NO_ERROR)

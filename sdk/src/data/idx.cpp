@@ -1,6 +1,7 @@
 // IDX (MNIST format) files through zlib's gz* API (format notes in idx.hpp).
 #include "benchhost/data/idx.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include <zlib.h>
@@ -74,20 +75,23 @@ Tensor read_idx(const std::string& path) {
   if (gz_read(gz, dims_raw, 4 * static_cast<std::size_t>(ndim), path) != 4 * static_cast<std::size_t>(ndim))
     BH_THROW(DataError, "{}: truncated IDX header ({} dimensions declared)", path, ndim);
   Shape shape;
-  std::uint64_t count = 1;
+  std::uint64_t count = 1, bound = 1;
   for (int d = 0; d < ndim; ++d) {
     shape.push_back(be32(dims_raw + 4 * d));
-    if (__builtin_mul_overflow(count, static_cast<std::uint64_t>(shape.back()), &count) || count > (1ull << 40))
+    // Zero dimensions are skipped in the bound: [0, 2^31, 2^31, ...] holds no data but still
+    // has to be a shape whose strides fit.
+    if (__builtin_mul_overflow(bound, std::max<std::uint64_t>(shape.back(), 1), &bound) || bound > (1ull << 40))
       BH_THROW(DataError, "{}: absurd IDX shape (dimension {} = {})", path, d, shape.back());
+    count *= static_cast<std::uint64_t>(shape.back());
   }
   const std::uint64_t want = count * in_size;
-  // The buffer grows only as data actually arrives (Note in idx.hpp): a lying header costs at
-  // most one chunk beyond the real data.
+  // The buffer grows only as data actually arrives, doubling from 64 KiB up to
+  // 16 MiB steps: a lying header costs at most the real data again, and never more than one step.
   std::vector<std::uint8_t> raw;
-  constexpr std::size_t kChunk = std::size_t{16} << 20;
+  constexpr std::size_t kFirst = std::size_t{64} << 10, kChunk = std::size_t{16} << 20;
   while (raw.size() < want) {
     const std::size_t before = raw.size();
-    const std::size_t step = std::min<std::uint64_t>(kChunk, want - before);
+    const std::size_t step = std::min<std::uint64_t>(std::clamp(before, kFirst, kChunk), want - before);
     raw.resize(before + step);
     const std::size_t got = gz_read(gz, raw.data() + before, step, path);
     if (got < step)
