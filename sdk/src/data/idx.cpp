@@ -85,10 +85,10 @@ Tensor read_idx(const std::string& path) {
     count *= static_cast<std::uint64_t>(shape.back());
   }
   const std::uint64_t want = count * in_size;
-  // The buffer grows only as data actually arrives, doubling from 64 KiB up to
+  // The buffer grows only as data actually arrives, doubling from 4 KiB up to
   // 16 MiB steps: a lying header costs at most the real data again, and never more than one step.
   std::vector<std::uint8_t> raw;
-  constexpr std::size_t kFirst = std::size_t{64} << 10, kChunk = std::size_t{16} << 20;
+  constexpr std::size_t kFirst = std::size_t{4} << 10, kChunk = std::size_t{16} << 20;
   while (raw.size() < want) {
     const std::size_t before = raw.size();
     const std::size_t step = std::min<std::uint64_t>(std::clamp(before, kFirst, kChunk), want - before);
