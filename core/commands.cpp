@@ -1,8 +1,9 @@
 #include "commands.hpp"
 
-#include <thread>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -253,6 +254,10 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
   }
   const bool rank0 = where.rank == 0;
   EventBus bus;
+  // Note [A step that does not return] (run_modes.cpp); a supervisor and its worker handle
+  // signals between them (Note [Interrupts]).
+  std::optional<InterruptWatcher> watcher;
+  if (!supervise && !worker) watcher.emplace(bus, where.world_size > 1 ? 0.3 : 5.0, where.world_size > 1, err);
   try {
     ReportHeader header;
     ordered_json options = ordered_json::object();
@@ -316,6 +321,8 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
       if (!summary.interrupted) summary.exit_code = kExitHostError;
     }
     if (comm && comm->failed()) comm->abort(summary.exit_code == kExitOk ? kExitRunFailed : summary.exit_code);
+    // An interrupted rank leaves its peers waiting in the next collective: end the job.
+    if (comm && summary.interrupted && where.world_size > 1) comm->abort(kExitInterrupted);
     return summary.exit_code;
   } catch (const UsageError& e) {
     return usage_error(e);

@@ -1,9 +1,12 @@
 #include "events.hpp"
 
 #include "benchhost/error.hpp"
+#include "cli.hpp"
 
 #include <cstdio>
 #include <cstring>
+
+#include <fmt/format.h>
 
 namespace benchhost::host {
 
@@ -77,30 +80,87 @@ void EventBus::deliver(std::size_t i, F&& f) {
 }
 
 void EventBus::add(std::unique_ptr<Reporter> r) {
+  std::lock_guard lock(mutex_);
   reporters_.push_back(std::move(r));
   failed_.push_back(false);
 }
 
 void EventBus::forward_mllog(const MllogEvent& e) {
+  std::lock_guard lock(mutex_);
+  forward_mllog_locked(e);
+}
+
+void EventBus::forward_mllog_locked(const MllogEvent& e) {
+  if (e.key == "run_start") mllog_run_open_ = true;
+  if (e.key == "run_stop") mllog_run_open_ = false;
   for (std::size_t i = 0; i < reporters_.size(); ++i) deliver(i, [&](Reporter& r) { r.on_mllog(e); });
 }
 
 void EventBus::point_start(const PointStart& p) {
+  std::lock_guard lock(mutex_);
+  open_point_ = p;
+  last_progress_ = Progress{p.what, 0, 0, ""};
   for (std::size_t i = 0; i < reporters_.size(); ++i) deliver(i, [&](Reporter& r) { r.on_point_start(p); });
 }
 
 void EventBus::progress(const Progress& p) {
+  std::lock_guard lock(mutex_);
+  last_progress_ = p;
   for (std::size_t i = 0; i < reporters_.size(); ++i) deliver(i, [&](Reporter& r) { r.on_progress(p); });
 }
 
 void EventBus::record(RunRecord rec) {
+  std::lock_guard lock(mutex_);
+  open_point_.reset();
   records_.push_back(std::move(rec));
   for (std::size_t i = 0; i < reporters_.size(); ++i)
     deliver(i, [&](Reporter& r) { r.on_record(records_.back(), records_); });
 }
 
 void EventBus::finish(const Summary& s) {
+  std::lock_guard lock(mutex_);
+  finish_locked(s);
+}
+
+void EventBus::finish_locked(const Summary& s) {
+  finished_ = true;
   for (std::size_t i = 0; i < reporters_.size(); ++i) deliver(i, [&](Reporter& r) { r.on_finish(records_, s); });
+}
+
+bool EventBus::finish_interrupted(const std::string& message, std::chrono::milliseconds wait) {
+  if (!mutex_.try_lock_for(wait)) return false;
+  // Never unlocked: the run's thread must not write after this, and the process ends next.
+  if (finished_) return true;
+  if (mllog_run_open_) {
+    MllogEvent e;
+    e.time_ms = unix_time_ms();
+    e.event_type = "INTERVAL_END";
+    e.key = "run_stop";
+    e.value = nullptr;
+    e.metadata = {{"status", "aborted"}};
+    e.file = "core/events.cpp";
+    e.line = __LINE__;
+    e.run_index = run_index_;
+    forward_mllog_locked(e);
+  }
+  if (open_point_) {
+    RunRecord r = open_point_->record;
+    r.status = RunStatus::failed;
+    const Progress& at = last_progress_;
+    r.message = at.step == 0        ? message
+                : at.total_steps > 0 ? fmt::format("{} (after {} of {} steps; this point's timings are lost)", message,
+                                                   at.step, at.total_steps)
+                                     : fmt::format("{} (after {} steps; this run's timings are lost)", message, at.step);
+    open_point_.reset();
+    records_.push_back(std::move(r));
+    for (std::size_t i = 0; i < reporters_.size(); ++i)
+      deliver(i, [&](Reporter& rep) { rep.on_record(records_.back(), records_); });
+  }
+  Summary s;
+  s.exit_code = kExitInterrupted;
+  s.interrupted = true;
+  finish_locked(s);
+  return true;
 }
 
 }  // namespace benchhost::host

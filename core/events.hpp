@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -139,6 +140,13 @@ class EventBus {
   void finish(const Summary& s);
   const std::vector<RunRecord>& records() const { return records_; }
   void set_run_index(int i) { run_index_ = i; }
+  /// Note [A step that does not return] (run_modes.cpp): called from another thread while the
+  /// run's own thread may be stuck in a step. Records the point in progress (if any) as FAILED
+  /// with `message`, closes an open MLLOG run with run_stop status aborted, and finishes the
+  /// reports as interrupted, unless the run already finished them. Takes the bus and keeps it:
+  /// the caller ends the process next. False when the bus stayed busy for `wait` (a reporter stuck
+  /// in a write), with nothing written.
+  bool finish_interrupted(const std::string& message, std::chrono::milliseconds wait);
   /// Note [A report that cannot be written]: what reporters failed to write, one message each
   /// (the first failure of each reporter), in order. The run went on regardless.
   const std::vector<std::string>& write_failures() const { return write_failures_; }
@@ -146,11 +154,19 @@ class EventBus {
  private:
   template <class F>
   void deliver(std::size_t reporter, F&& f);
+  void forward_mllog_locked(const MllogEvent& e);
+  void finish_locked(const Summary& s);
   std::vector<std::unique_ptr<Reporter>> reporters_;
   std::vector<bool> failed_;  ///< per reporter: it has failed once (reported once)
   std::vector<RunRecord> records_;
   std::vector<std::string> write_failures_;
   int run_index_ = 0;
+  // What finish_interrupted needs to know; every public call holds mutex_.
+  std::timed_mutex mutex_;
+  std::optional<PointStart> open_point_;  ///< started, not yet recorded
+  Progress last_progress_;
+  bool mllog_run_open_ = false;  ///< run_start logged without its run_stop
+  bool finished_ = false;
 };
 
 /// Milliseconds since the Unix epoch, for MLLOG's time_ms.

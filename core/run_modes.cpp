@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <map>
 #include <new>
 
+#include <semaphore.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -36,6 +38,8 @@ namespace {
 volatile std::sig_atomic_t g_signal = 0;
 volatile std::sig_atomic_t g_signal_count = 0;
 volatile std::sig_atomic_t g_second_signal_ends_process = 1;
+volatile std::sig_atomic_t g_watcher_active = 0;  ///< an InterruptWatcher waits on g_wake
+sem_t g_wake;                                      ///< posted by on_signal (async-signal-safe)
 
 // Note [Interrupts]
 // The first SIGINT, SIGTERM or SIGHUP asks the run to stop between steps: the point in progress
@@ -47,7 +51,10 @@ volatile std::sig_atomic_t g_second_signal_ends_process = 1;
 extern "C" void on_signal(int sig) {
   g_signal = sig;
   g_signal_count = g_signal_count + 1;
-  if (g_signal_count >= 2 && g_second_signal_ends_process) {
+  if (g_watcher_active) sem_post(&g_wake);
+  // With a watcher, the second signal is its cue (Note [A step that does not return]); a third
+  // ends the process even if the watcher is stuck.
+  if (g_signal_count >= (g_watcher_active ? 3 : 2) && g_second_signal_ends_process) {
     static const char msg[] = "benchhost: second interrupt: stopping now (the reports keep what they hold)\n";
     [[maybe_unused]] const auto n = ::write(2, msg, sizeof msg - 1);
     std::signal(sig, SIG_DFL);
@@ -785,7 +792,67 @@ ordered_json run_selected_mode(const Settings& s, const std::shared_ptr<LoadedPl
   return nullptr;
 }
 
+// Note [A step that does not return]
+// A process that runs the plugin itself (--no-isolation, or each rank under a launcher) has no
+// supervisor to kill a step that never returns, and a rank whose peer died waits in a collective
+// that never completes. OpenMPI's mpirun ends the survivors with SIGTERM and SIGKILL 1 s later
+// (odls_base_sigkill_timeout), so the run's own thread would never get to record the point it is
+// in. An InterruptWatcher thread waits for the first signal, gives the run's thread a grace to stop
+// by itself (5 s alone, 0.3 s as a rank of several, well inside mpirun's 1 s), and then, or at
+// once on a second signal, records the point in progress as FAILED, closes an open MLLOG run with
+// run_stop aborted, finishes the reports (EventBus::finish_interrupted) and ends the process with
+// exit code 130. Under mpirun, that exit ends the other ranks the same way.
+InterruptWatcher::InterruptWatcher(EventBus& bus, double grace_seconds, bool several_ranks, std::FILE* err)
+    : bus_(bus), grace_seconds_(grace_seconds), several_ranks_(several_ranks), err_(err) {
+  g_watcher_active = 1;
+  thread_ = std::thread([this] { watch(); });
+}
+
+InterruptWatcher::~InterruptWatcher() {
+  stop_ = true;
+  sem_post(&g_wake);
+  thread_.join();
+  g_watcher_active = 0;
+}
+
+namespace {
+// Waits for g_wake until `deadline` (CLOCK_REALTIME, as sem_timedwait wants; none: forever).
+// False on timeout.
+bool wait_wake(const timespec* deadline) {
+  while (true) {
+    const int rc = deadline ? sem_timedwait(&g_wake, deadline) : sem_wait(&g_wake);
+    if (rc == 0) return true;
+    if (errno == ETIMEDOUT) return false;
+  }
+}
+}  // namespace
+
+void InterruptWatcher::watch() {
+  while (!stop_ && g_signal == 0) wait_wake(nullptr);
+  if (stop_) return;
+  const int sig = g_signal;
+  timespec deadline{};
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  const auto grace_ns = static_cast<long long>(grace_seconds_ * 1e9) + deadline.tv_nsec;
+  deadline.tv_sec += static_cast<time_t>(grace_ns / 1000000000);
+  deadline.tv_nsec = static_cast<long>(grace_ns % 1000000000);
+  while (!stop_ && g_signal_count < 2)
+    if (!wait_wake(&deadline)) break;
+  if (stop_) return;
+  std::string message =
+      fmt::format("interrupted by signal {} in a step that did not return within {} s (or a second signal came)", sig,
+                  grace_seconds_);
+  if (several_ranks_) message += "; a rank that died, stopped or was interrupted leaves the others waiting in a collective";
+  std::fprintf(err_, "benchhost: %s: recording the point in progress and ending the run\n", message.c_str());
+  std::fflush(err_);
+  if (!bus_.finish_interrupted(message, std::chrono::seconds(2)))
+    std::fprintf(err_, "benchhost: the reports were busy for 2 s; ending without the point in progress\n");
+  std::fflush(nullptr);
+  ::_exit(kExitInterrupted);
+}
+
 void install_signal_handlers() {
+  sem_init(&g_wake, 0, 0);
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);

@@ -4,8 +4,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -54,5 +56,25 @@ int received_signal_count();  ///< SIGINT/SIGTERM/SIGHUP received so far (Note [
 /// caller (a supervisor, which kills its worker instead).
 void set_second_signal_ends_process(bool ends);
 void raise_interrupt_for_testing(int sig);
+
+/// Note [A step that does not return] (run_modes.cpp): in a process that runs the plugin itself,
+/// ends the run `grace_seconds` after the first signal (at once on a second) with the point in
+/// progress recorded, if the run's thread has not finished by then. Destroy it before `bus`.
+class InterruptWatcher {
+ public:
+  InterruptWatcher(EventBus& bus, double grace_seconds, bool several_ranks, std::FILE* err);
+  ~InterruptWatcher();
+  InterruptWatcher(const InterruptWatcher&) = delete;
+  InterruptWatcher& operator=(const InterruptWatcher&) = delete;
+
+ private:
+  void watch();
+  EventBus& bus_;
+  double grace_seconds_;
+  bool several_ranks_;
+  std::FILE* err_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 }  // namespace benchhost::host

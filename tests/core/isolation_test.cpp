@@ -8,8 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -68,10 +70,8 @@ void expect_middle_point_lost(const bhtest::Process& p, const Reports& out, cons
   EXPECT_NE(p.output.find(message), std::string::npos) << p.output;  // on the console too
 }
 
-// Start the real executable with `args` (no shell), stdout and stderr into `log`.
-pid_t start_benchhost(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<std::string> all{BENCHHOST_EXECUTABLE};
-  all.insert(all.end(), args.begin(), args.end());
+// Start `all` (argv[0] a path, no shell), stdout and stderr into `log`.
+pid_t start_process(const std::vector<std::string>& all, const std::string& log) {
   const pid_t pid = ::fork();
   if (pid == 0) {
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -80,10 +80,43 @@ pid_t start_benchhost(const std::vector<std::string>& args, const std::string& l
     std::vector<char*> argv;
     for (const auto& a : all) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
+    ::execvp(argv[0], argv.data());
     ::_exit(127);
   }
   return pid;
+}
+
+// Start the real executable with `args` (no shell), stdout and stderr into `log`.
+pid_t start_benchhost(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> all{BENCHHOST_EXECUTABLE};
+  all.insert(all.end(), args.begin(), args.end());
+  return start_process(all, log);
+}
+
+// Wait (up to a minute) until `log` contains `text`.
+bool wait_for_text(const std::string& log, const std::string& text) {
+  for (int k = 0; k < 600; ++k) {
+    if (bhtest::read_file(log).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+// The pid of the process whose command line contains `marker` and whose environment says it is
+// MPI rank `rank`; -1 if none.
+pid_t find_rank(int rank, const std::string& marker) {
+  const std::string want = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = bhtest::read_file(e.path() / "cmdline"), env = bhtest::read_file(e.path() / "environ");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    std::replace(env.begin(), env.end(), '\0', '\n');
+    if (cmdline.find(marker) != std::string::npos && ("\n" + env + "\n").find("\n" + want + "\n") != std::string::npos)
+      return static_cast<pid_t>(std::stol(name));
+  }
+  return -1;
 }
 
 // Wait (up to a minute: slow under sanitizers) until the report at `path` holds `records` records.
@@ -266,8 +299,8 @@ TEST(Isolation, HangupDuringAStepThatNeverReturnsEndsTheRunWithinTheGrace) {
       << j["results"][1]["message"];
 }
 
-// Without a supervisor the second signal ends the process at once; the report keeps the points
-// that finished before.
+// Note [A step that does not return] (run_modes.cpp): without a supervisor, the second signal ends
+// the run at once, with the hung point recorded next to the points that finished before.
 TEST(Isolation, ASecondInterruptEndsAHungRunWithoutIsolation) {
   Reports out("second_interrupt");
   const std::string log = (out.tmp.path / "console.txt").string();
@@ -283,11 +316,91 @@ TEST(Isolation, ASecondInterruptEndsAHungRunWithoutIsolation) {
   ::kill(pid, SIGINT);
   int status = 0;
   const double took = wait_seconds(pid, &status);
-  EXPECT_LT(took, 5.0);
-  ASSERT_TRUE(WIFSIGNALED(status)) << bhtest::read_file(log);
-  EXPECT_EQ(WTERMSIG(status), SIGINT);
-  EXPECT_NE(bhtest::read_file(log).find("second interrupt"), std::string::npos) << bhtest::read_file(log);
+  EXPECT_LT(took, 4.0) << "at the second signal, not after the 5 s grace";
+  ASSERT_TRUE(WIFEXITED(status)) << bhtest::read_file(log);
+  EXPECT_EQ(WEXITSTATUS(status), kExitInterrupted) << bhtest::read_file(log);
+  const json j = out.report();
+  ASSERT_EQ(j["results"].size(), 2u) << j.dump(2);
+  EXPECT_EQ(j["results"][0]["status"], "PASSED");
+  EXPECT_EQ(j["results"][1]["status"], "FAILED");
+  EXPECT_EQ(j["results"][1]["batch_size"], 16);
+  EXPECT_NE(j["results"][1]["message"].get<std::string>().find("interrupted by signal 2 in a step that did not return"),
+            std::string::npos)
+      << j["results"][1]["message"];
+  EXPECT_EQ(j["summary"]["interrupted"], true);
+}
+
+// One signal and a step that never returns, without a supervisor: the run ends after the 5 s
+// grace with the time-to-train run recorded and its MLLOG run closed as aborted.
+TEST(Isolation, HangupDuringAHungStepWithoutIsolationEndsTheRunAfterTheGrace) {
+  Reports out("hangup_in_process");
+  const std::string log = (out.tmp.path / "console.txt").string();
+  const pid_t pid = start_benchhost({"--plugin-dir", bhtest::plugin_dir().string(), "--plugin", "crash", "--crash.how",
+                                     "hang", "--crash.fail-batch", "0", "--mode", "ttt", "--no-isolation", "-o",
+                                     out.json_path.string(), "--mllog", out.mllog_path.string()},
+                                    log);
+  ASSERT_GE(pid, 0);
+  ASSERT_TRUE(wait_for_text(out.mllog_path.string(), "epoch_start")) << bhtest::read_file(log);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // into the hung third step
+  ::kill(pid, SIGHUP);
+  int status = 0;
+  const double took = wait_seconds(pid, &status);
+  ASSERT_TRUE(WIFEXITED(status)) << bhtest::read_file(log);
+  EXPECT_EQ(WEXITSTATUS(status), kExitInterrupted) << bhtest::read_file(log);
+  EXPECT_GT(took, 4.0) << "the run's thread had its grace";
+  EXPECT_LT(took, 20.0);
   const json j = out.report();
   ASSERT_EQ(j["results"].size(), 1u) << j.dump(2);
-  EXPECT_EQ(j["results"][0]["status"], "PASSED");
+  EXPECT_EQ(j["results"][0]["kind"], "ttt");
+  EXPECT_EQ(j["results"][0]["status"], "FAILED");
+  EXPECT_NE(j["results"][0]["message"].get<std::string>().find("signal 1 in a step that did not return within 5 s"),
+            std::string::npos)
+      << j["results"][0]["message"];
+  const std::string mllog = bhtest::read_file(out.mllog_path);
+  EXPECT_NE(mllog.find("\"key\": \"run_stop\", \"value\": null, \"metadata\": {\"file\": \"core/events.cpp\""),
+            std::string::npos)
+      << mllog;
+  EXPECT_NE(mllog.find("\"status\": \"aborted\"}}"), std::string::npos) << mllog;
+}
+
+// Issue case 8 (docs/multi-process.md, Failure behaviour): a rank killed (-9) or interrupted
+// (-TERM) while the others wait in a collective. mpirun ends the job; rank 0 records the point in
+// progress as FAILED within its grace and the job ends in seconds, not at the collective timeout.
+TEST(Isolation, ARankKilledOrInterruptedMidRunLeavesRankZerosPointInTheReport) {
+  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not installed (openmpi-bin)";
+  for (const int sig : {SIGKILL, SIGTERM}) {
+    Reports out(sig == SIGKILL ? "rank_killed" : "rank_terminated");
+    const std::string log = (out.tmp.path / "console.txt").string();
+    // OpenMPI's SIGTERM-to-SIGKILL time is 1 s by default; 5 s here, as in the comm failure
+    // tests, for a loaded CI machine (the watcher acts at 0.3 s).
+    const pid_t pid = start_process({"mpirun", "--allow-run-as-root", "--oversubscribe", "--mca",
+                                     "odls_base_sigkill_timeout", "5", "-np", "2", BENCHHOST_EXECUTABLE, "--plugin-dir",
+                                     bhtest::plugin_dir().string(), "--plugin", "null", "--null.allreduce", "16",
+                                     "--mode", "train", "-b", "1", "-i", "2000000000", "-o", out.json_path.string()},
+                                    log);
+    ASSERT_GE(pid, 0);
+    ASSERT_TRUE(wait_for_text(log, "] step ")) << bhtest::read_file(log);
+    if (bhtest::read_file(log).find("built without MPI") != std::string::npos) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      GTEST_SKIP() << "this build has no MPI backend";
+    }
+    const pid_t rank1 = find_rank(1, out.json_path.string());
+    ASSERT_GT(rank1, 0) << bhtest::read_file(log);
+    ::kill(rank1, sig);
+    int status = 0;
+    const double took = wait_seconds(pid, &status);
+    const std::string console = bhtest::read_file(log);
+    ASSERT_TRUE(WIFEXITED(status)) << console;
+    EXPECT_NE(WEXITSTATUS(status), 0) << console;
+    EXPECT_LT(took, 20.0) << console;
+    ASSERT_TRUE(std::filesystem::exists(out.json_path)) << console;
+    const json j = out.report();
+    ASSERT_EQ(j["results"].size(), 1u) << j.dump(2);
+    EXPECT_EQ(j["results"][0]["status"], "FAILED");
+    EXPECT_EQ(j["results"][0]["devices"], 2);
+    EXPECT_NE(j["results"][0]["message"].get<std::string>().find("did not return within 0.3 s"), std::string::npos)
+        << j["results"][0]["message"];
+    EXPECT_EQ(j["summary"]["interrupted"], true);
+  }
 }
