@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "benchhost/threading.hpp"
 #include "benchhost/comm/communicator.hpp"
 #include "benchhost/device.hpp"
 #include "benchhost/memory_budget.hpp"
@@ -166,6 +167,7 @@ std::string DlrmWorkload::check_support(const RunContext& ctx) {
 
 RunInfo DlrmWorkload::setup(const RunContext& ctx) {
   ctx_ = ctx;
+  if (ctx.num_threads > 0) set_num_threads(ctx.num_threads);  // --threads, as the other workloads
   read_options();
   choose_sharding();
   check_memory();

@@ -111,8 +111,12 @@ TEST(DlrmWorkload, MlperfTablesAreRefusedWithTheBytesNeeded) {
 TEST(DlrmWorkload, HyperparametersCarryTheMlperfAdagradKeys) {
   RunContext ctx = dlrm_test::context_from_config("mini.conf", {{"generate", "false"}});
   ctx.synthetic_data = true;
+  ctx.num_threads = 1;
+  const int threads_before = get_num_threads();
   dlrm::DlrmWorkload w;
   w.setup(ctx);
+  EXPECT_EQ(get_num_threads(), 1) << "setup applies --threads (it used to run on every core)";
+  set_num_threads(threads_before);
   auto h = w.hyperparameters();
   auto get = [&](const std::string& k) -> HyperValue {
     for (auto& [n, v] : h)
