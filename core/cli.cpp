@@ -239,6 +239,18 @@ PreParsed pre_parse(int argc, const char* const* argv) {
   if (argc > 1 && argv[1][0] != '-') {
     out.command = argv[1];
     i = 2;
+    if (out.command == "check-mllog") {  // everything after it is the checker's (tools/mllog_check.py)
+      for (; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--plugin-dir" && i + 1 < argc)
+          out.plugin_dirs.push_back(argv[++i]);
+        else if (arg.rfind("--plugin-dir=", 0) == 0)
+          out.plugin_dirs.push_back(arg.substr(13));
+        else
+          out.passthrough.push_back(arg);
+      }
+      return out;
+    }
     // `benchhost info <plugin>` and the shorthand `benchhost <mode> <plugin>` (= run --mode <mode>).
     const bool mode_shorthand = out.command == "ttt" || out.command == "train" || out.command == "infer" ||
                                 out.command == "loader";
@@ -279,10 +291,12 @@ PreParsed pre_parse(int argc, const char* const* argv) {
     }
   }
   if (out.command.empty()) out.command = out.help && out.plugin.empty() ? "help" : "run";
-  static const std::vector<std::string> commands{"run", "list", "info", "help", "version", "ttt", "train", "infer", "loader"};
+  static const std::vector<std::string> commands{"run",   "list",  "info",  "help",   "version",
+                                                 "ttt",   "train", "infer", "loader", "check-mllog"};
   if (std::find(commands.begin(), commands.end(), out.command) == commands.end()) {
     std::string near = nearest(out.command, commands);
-    BH_USAGE("unknown command '{}'{} (commands: list, info <plugin>, run, ttt|train|infer|loader <plugin>)", out.command,
+    BH_USAGE("unknown command '{}'{} (commands: list, info <plugin>, run, ttt|train|infer|loader <plugin>, check-mllog FILE)",
+             out.command,
              near.empty() ? std::string() : fmt::format("; did you mean '{}'?", near));
   }
   return out;
@@ -504,7 +518,8 @@ std::string help_text(const WorkloadInfo* info) {
   os << "usage: benchhost list [--plugin-dir DIR]\n"
         "       benchhost info <plugin>\n"
         "       benchhost [run] --plugin NAME [--mode ttt|train|infer|loader] [--config FILE] [options]\n"
-        "       benchhost ttt|train|infer|loader NAME [options]      (same as --plugin NAME --mode ...)\n\n";
+        "       benchhost ttt|train|infer|loader NAME [options]      (same as --plugin NAME --mode ...)\n"
+        "       benchhost check-mllog FILE [--plugin-dir DIR] [--quiet]  (MLPerf logging rules; see --help there)\n\n";
   po::options_description visible;
   po::options_description g("General options");
   const po::options_description general = general_options();

@@ -38,12 +38,13 @@ inline constexpr int kExitHostError = 4;    ///< the host itself failed (report 
 inline constexpr int kExitInterrupted = 130;  ///< SIGINT/SIGTERM: partial results were written
 
 struct PreParsed {
-  std::string command;  ///< "run" (default), "list", "info", "help", "version"
+  std::string command;  ///< "run" (default), "list", "info", "help", "version", "check-mllog"
   std::string plugin;   ///< --plugin, or the argument of `info`
   std::vector<std::string> plugin_dirs;
   std::string config;
   bool help = false;
   bool json = false;  ///< --json: `list` and `info` print JSON (the plugins' declarations)
+  std::vector<std::string> passthrough;  ///< check-mllog: the checker's arguments
 };
 PreParsed pre_parse(int argc, const char* const* argv);
 

@@ -1,11 +1,16 @@
 #include "commands.hpp"
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <sstream>
 #include <thread>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "benchhost/version.hpp"
 #include "cli.hpp"
@@ -35,6 +40,40 @@ int exit_code_for(const std::vector<RunRecord>& records, const ordered_json& ttt
   for (const auto& r : records)
     if (r.status != RunStatus::passed && r.status != RunStatus::skipped) return kExitRunFailed;
   return kExitOk;
+}
+
+// `benchhost check-mllog FILE ...`: the MLLOG checker installed with the host
+// (<prefix>/share/benchhost/tools/mllog_check.py; tools/ in a build tree), asking this executable for
+// every plugin's declared rules, with --plugin-dir directories added to BENCHHOST_PLUGIN_PATH.
+int check_mllog(const PreParsed& pre, const fs::path& exe_dir, std::FILE* err) {
+  std::error_code ec;
+  fs::path script;
+  for (const fs::path& candidate : {exe_dir / ".." / "share" / "benchhost" / "tools" / "mllog_check.py",
+                                    exe_dir / ".." / ".." / "tools" / "mllog_check.py"})
+    if (fs::is_regular_file(candidate, ec)) {
+      script = candidate.lexically_normal();
+      break;
+    }
+  if (script.empty()) {
+    std::fprintf(err, "benchhost: error: check-mllog: mllog_check.py is not installed next to this benchhost (looked in "
+                 "%s/../share/benchhost/tools)\n", exe_dir.string().c_str());
+    return kExitHostError;
+  }
+  std::vector<std::string> dirs;
+  for (const auto& d : pre.plugin_dirs) dirs.push_back(fs::absolute(d, ec).string());
+  if (const char* old = std::getenv("BENCHHOST_PLUGIN_PATH"); old && *old) dirs.emplace_back(old);
+  if (!dirs.empty()) ::setenv("BENCHHOST_PLUGIN_PATH", fmt::format("{}", fmt::join(dirs, ":")).c_str(), 1);
+  const std::string self = (exe_dir / "benchhost").string(), script_path = script.string();
+  std::vector<std::string> args{"python3", script_path, "--benchhost", self};
+  args.insert(args.end(), pre.passthrough.begin(), pre.passthrough.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  ::execvp("python3", argv.data());
+  std::fprintf(err, "benchhost: error: check-mllog runs %s with python3, which cannot be started (%s); install "
+               "python3\n", script_path.c_str(), std::strerror(errno));
+  return kExitHostError;
 }
 
 }  // namespace
@@ -161,6 +200,7 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
     return kExitOk;
   }
   const fs::path exe_dir = executable_dir();
+  if (pre.command == "check-mllog") return check_mllog(pre, exe_dir, err);
   const auto roots = default_configs_roots(exe_dir);
   PluginRegistry registry;
   registry.discover(plugin_search_path(pre.plugin_dirs, exe_dir));

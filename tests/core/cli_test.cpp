@@ -225,3 +225,13 @@ TEST(Cli, PercentPlaceholdersInArgumentsDoNotHang) {
   EXPECT_NE(usage_error(cases[5]).find(conf.filename().string()), std::string::npos) << usage_error(cases[5]);
   fs::remove(conf);
 }
+
+TEST(Cli, CheckMllogPassesItsArgumentsThrough) {
+  const char* argv[] = {"benchhost", "check-mllog", "--quiet", "--plugin-dir", "/p1", "run.mllog", "--plugin-dir=/p2",
+                        "--help"};
+  const PreParsed p = pre_parse(8, argv);
+  EXPECT_EQ(p.command, "check-mllog");
+  EXPECT_EQ(p.plugin_dirs, (std::vector<std::string>{"/p1", "/p2"}));
+  EXPECT_EQ(p.passthrough, (std::vector<std::string>{"--quiet", "run.mllog", "--help"}));
+  EXPECT_FALSE(p.help) << "--help is the checker's";
+}

@@ -13,7 +13,7 @@ endfunction()
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 step("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
-foreach(f bin/benchhost include/benchhost/workload.hpp include/benchhost/version.hpp
+foreach(f bin/benchhost share/benchhost/tools/mllog_check.py include/benchhost/workload.hpp include/benchhost/version.hpp
           lib/cmake/benchhost_sdk/benchhost_sdkConfig.cmake lib/cmake/benchhost_sdk/BenchhostPlugin.cmake)
   if(NOT EXISTS ${prefix}/${f})
     message(FATAL_ERROR "out-of-tree test: ${f} was not installed into ${prefix}")
@@ -26,7 +26,14 @@ step("benchhost list" ${prefix}/bin/benchhost list --plugin-dir ${WORK_DIR}/buil
 if(NOT step_output MATCHES "example")
   message(FATAL_ERROR "out-of-tree test: the installed host does not list the example plugin:\n${step_output}")
 endif()
-step("benchhost run" ${prefix}/bin/benchhost --plugin-dir ${WORK_DIR}/build --plugin example -o ${WORK_DIR}/report.json)
+step("benchhost run" ${prefix}/bin/benchhost --plugin-dir ${WORK_DIR}/build --plugin example -o ${WORK_DIR}/report.json
+     --mllog ${WORK_DIR}/example.mllog)
+# The checker installed with the host accepts a third-party plugin's MLLOG (open division, the
+# common rules and the keys the plugin declares).
+step("benchhost check-mllog" ${prefix}/bin/benchhost check-mllog --plugin-dir ${WORK_DIR}/build ${WORK_DIR}/example.mllog)
+if(NOT step_output MATCHES "benchmark example, open division: compliant")
+  message(FATAL_ERROR "out-of-tree test: check-mllog did not accept the example's MLLOG:\n${step_output}")
+endif()
 file(READ ${WORK_DIR}/report.json report)
 string(JSON status GET "${report}" results 0 status)
 string(JSON converged GET "${report}" results 0 ttt converged)
