@@ -271,6 +271,7 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
     where.rank = env.rank;
     where.world_size = env.world_size;
     where.local_rank = env.local_rank;
+    where.local_size = env.local_size;
     where.launcher = env.launcher;
     // Note [Crash isolation] (isolation.cpp): a single process without a launcher supervises a
     // worker process that runs the plugin; under a launcher every rank runs it itself.

@@ -23,7 +23,8 @@ using nlohmann::ordered_json;
 
 const std::vector<std::string>& environment_allow_list() {
   static const std::vector<std::string> list{
-      "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_ALGO", "NCCL_PROTO",
+      "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_PROC_BIND", "OMP_PLACES", "KMP_BLOCKTIME",
+      "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_ALGO", "NCCL_PROTO",
       "SLURM_JOB_ID", "SLURM_NTASKS", "SLURM_JOB_NUM_NODES", "OMPI_COMM_WORLD_SIZE", "WORLD_SIZE",
       "DNNL_CPU_RUNTIME", "ONEDNN_MAX_CPU_ISA", "BENCHHOST_PLUGIN_PATH"};
   return list;

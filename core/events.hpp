@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "benchhost/plugin_abi.h"
+#include "machine_load.hpp"
 
 namespace benchhost::host {
 
@@ -78,6 +79,9 @@ struct RunRecord {
   std::vector<Eval> evals;
   // multi-rank step-time aggregation (per-rank mean step time, ms)
   std::optional<double> rank_step_ms_min, rank_step_ms_median, rank_step_ms_max;
+  /// How busy the machine was over the measurement (Note [A busy machine], machine_load.cpp);
+  /// unset where it could not be read or nothing was measured.
+  std::optional<MachineLoad> machine_load;
 };
 
 /// One MLLOG line's content.

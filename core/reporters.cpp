@@ -113,6 +113,17 @@ ordered_json record_to_json(const RunRecord& r) {
   for (const auto& [op, n] : r.promoted_calls) j["promoted_calls"][op] = n;
   j["rank_step_ms"] = {{"min", opt(r.rank_step_ms_min)}, {"median", opt(r.rank_step_ms_median)},
                        {"max", opt(r.rank_step_ms_max)}};
+  if (r.machine_load) {
+    const MachineLoad& m = *r.machine_load;
+    j["machine_load"] = {{"cpus", m.cpus},
+                         {"seconds", m.seconds},
+                         {"other_cpus", m.other_cpus},
+                         {"steal_fraction", m.steal_fraction},
+                         {"load_average", m.load_average},
+                         {"busy", m.busy}};
+  } else {
+    j["machine_load"] = nullptr;
+  }
   ordered_json ttt = nullptr;
   if (r.kind == "ttt") {
     ttt = ordered_json::object();
@@ -190,6 +201,17 @@ RunRecord record_from_json(const nlohmann::json& j) {
     read_opt(s, "min", r.rank_step_ms_min);
     read_opt(s, "median", r.rank_step_ms_median);
     read_opt(s, "max", r.rank_step_ms_max);
+  }
+  if (j.contains("machine_load") && j["machine_load"].is_object()) {
+    const auto& m = j["machine_load"];
+    MachineLoad load;
+    load.cpus = m.value("cpus", 0);
+    load.seconds = m.value("seconds", 0.0);
+    load.other_cpus = m.value("other_cpus", 0.0);
+    load.steal_fraction = m.value("steal_fraction", 0.0);
+    load.load_average = m.value("load_average", 0.0);
+    load.busy = m.value("busy", false);
+    r.machine_load = load;
   }
   if (j.contains("ttt") && j["ttt"].is_object()) {
     const auto& t = j["ttt"];
@@ -271,9 +293,11 @@ std::string CsvReporter::render(const std::vector<RunRecord>& all) {
       "kind,plugin,status,device,precision,batch_size,devices,seed,run_index,iterations,samples,seconds,"
       "samples_per_second,step_ms_p50,step_ms_p90,step_ms_p99,latency_ms_avg,latency_ms_p50,latency_ms_p90,"
       "latency_ms_p95,latency_ms_p99,data_wait_fraction,achieved_tflops,mfu,scaling_efficiency,converged,"
-      "time_to_train_seconds,final_metric,message,updates_skipped,loss_scale,promoted_calls\n";
+      "time_to_train_seconds,final_metric,message,updates_skipped,loss_scale,promoted_calls,other_cpus,"
+      "cpu_steal_fraction,busy_machine\n";
   for (const auto& r : all) {
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+    const auto& m = r.machine_load;
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                        r.kind, csv_text(r.plugin), to_string(r.status), r.device, r.precision, r.batch_size,
                        r.devices, r.seed, r.run_index, r.iterations, r.samples, csv_num(r.seconds),
                        csv_num(r.samples_per_second), csv_num(r.step_ms_p50), csv_num(r.step_ms_p90),
@@ -283,7 +307,9 @@ std::string CsvReporter::render(const std::vector<RunRecord>& all) {
                        csv_num(r.scaling_efficiency), r.converged ? (*r.converged ? "true" : "false") : "",
                        csv_num(r.time_to_train_seconds), csv_num(r.final_metric), csv_text(r.message),
                        r.updates_skipped ? std::to_string(*r.updates_skipped) : std::string(), csv_exact(r.loss_scale),
-                       total_promoted(r));
+                       total_promoted(r), m ? fmt::format("{:.3g}", m->other_cpus) : std::string(),
+                       m ? fmt::format("{:.3g}", m->steal_fraction) : std::string(),
+                       m ? (m->busy ? "true" : "false") : "");
   }
   return out;
 }
@@ -451,7 +477,11 @@ std::string describe_promotions(const RunRecord& r) {
 void ConsoleReporter::on_record(const RunRecord& r, const std::vector<RunRecord>&) {
   clear_progress();
   first_progress_ = -1;
-  std::string line = fmt::format("{:<17} {}", to_string(r.status), describe(r));
+  const bool busy = r.machine_load && r.machine_load->busy;
+  std::string line = fmt::format("{:<17} {}", busy ? fmt::format("{} (busy)", to_string(r.status)) : to_string(r.status),
+                                 describe(r));
+  // Note [A busy machine] (machine_load.cpp): on the same line, so a report's shape does not depend on it.
+  if (busy) line += fmt::format("; BUSY MACHINE: {}: these figures understate it", r.machine_load->describe());
   if (const std::string scaling = describe_loss_scaling(r); !scaling.empty()) line += "\n                  " + scaling;
   if (const std::string promoted = describe_promotions(r); !promoted.empty()) line += "\n                  " + promoted;
   if (!r.message.empty()) line += "\n                  " + r.message;
@@ -466,7 +496,9 @@ void ConsoleReporter::on_finish(const std::vector<RunRecord>& all, const Summary
                "p50 ms", "p90 ms", "p99 ms", "data-wait", "MFU");
   for (const auto& r : all) {
     const bool infer = r.kind == "infer";
-    std::fprintf(out_, "%-6s %-17s %7lld %4d %14s %10s %10s %10s %9s %7s\n", r.kind.c_str(), to_string(r.status),
+    const std::string status = r.machine_load && r.machine_load->busy ? fmt::format("{} (busy)", to_string(r.status))
+                                                                        : std::string(to_string(r.status));
+    std::fprintf(out_, "%-6s %-17s %7lld %4d %14s %10s %10s %10s %9s %7s\n", r.kind.c_str(), status.c_str(),
                  static_cast<long long>(r.batch_size), r.devices, num(r.samples_per_second, "{:.1f}").c_str(),
                  num(infer ? r.latency_ms_p50 : r.step_ms_p50).c_str(), num(infer ? r.latency_ms_p90 : r.step_ms_p90).c_str(),
                  num(infer ? r.latency_ms_p99 : r.step_ms_p99).c_str(),

@@ -349,6 +349,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
     bus.mllog("INTERVAL_START", "run_start", nullptr);
     run_started = true;
     promotions.begin();
+    const LoadWindow load(where.local_size);  // Note [A busy machine]
     t_start = Clock::now();
     StepGuard guard(s);
     bus.progress(prog);  // step 0: the --timeout clock runs from here (Note [Crash isolation])
@@ -408,6 +409,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
     }
     w.synchronize();
     const auto t_stop = Clock::now();
+    r.machine_load = load.finish();
     log_run_stop(converged ? "success" : "aborted");
     run_started = false;
     r.converged = converged;
@@ -645,6 +647,7 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
     w.synchronize();
     prog.detail = "timed";
     promotions.begin();
+    const LoadWindow load(where.local_size);  // Note [A busy machine]
     const auto t_begin = Clock::now();
     for (steps = 0; steps < s.iterations;) {
       guard.check(steps);
@@ -655,6 +658,7 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
     }
     w.synchronize();
     const double total = seconds(t_begin, Clock::now());
+    r.machine_load = load.finish();
     r.seconds = total;
     // Samples are counted per rank; the grid point's throughput is for all n devices together.
     r.samples_per_second = static_cast<double>(samples * where.world_size) / total;

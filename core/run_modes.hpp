@@ -23,6 +23,7 @@ struct Placement {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
+  int local_size = 1;                     ///< this run's processes on this node
   std::string launcher = "none";          ///< comm/launch.hpp: "openmpi", "slurm", ..., "none"
   Communicator* communicator = nullptr;   ///< owned by run_main; null only in unit tests
 };
