@@ -65,6 +65,12 @@ TEST(Audio, TruncatedAndCorruptFilesAreRefused) {
   EXPECT_DATA_ERROR(read_audio(malformed("wav_truncated.wav")), "truncated WAV");
   EXPECT_DATA_ERROR(read_audio(malformed("npy_fortran.npy")), "npy_fortran.npy");
   EXPECT_DATA_ERROR(read_audio(dir.file("missing.wav")), "missing.wav");
+  // Found by fuzz_audio: an odd-sized last chunk without its pad byte moved the chunk walk one
+  // byte past the end, and the next "chunk" was read from beyond the file.
+  const std::string odd = dir.file("odd_last_chunk.wav");
+  bh_data_test::write_bytes(odd, {'R', 'I', 'F', 'F', 0x44, 0x08, 0, 0, 'W', 'A', 'V', 'E', 0xec, 0, 0, 0, 9, 0, 0, 0,
+                                  'd', 'a', 't', 'a', 0xff, 0xff, 0xff, 0xff, 0x0a});
+  EXPECT_DATA_ERROR(read_audio(odd), "odd_last_chunk.wav");
 }
 
 TEST(Manifest, ArrayAndJsonLinesWithValidation) {

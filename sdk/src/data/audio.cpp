@@ -30,7 +30,8 @@ void check_wav_chunks(const std::string& path) {
   const std::size_t n = file->size();
   if (n < 12 || std::memcmp(p, "RIFF", 4) != 0 || std::memcmp(p + 8, "WAVE", 4) != 0) return;  // not RIFF WAV
   std::size_t off = 12;
-  while (n - off >= 8) {
+  // off can pass n by one: an odd-sized last chunk whose pad byte the file does not have.
+  while (off <= n && n - off >= 8) {
     const std::uint32_t size = le32(p + off + 4);
     if (std::memcmp(p + off, "data", 4) == 0) {
       const std::size_t avail = n - off - 8;
