@@ -331,6 +331,7 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
                                  {"direction", i.higher_is_better ? "max" : "min"}}}};
     if (!worker)
       header.environment = environment_fingerprint({{plugin->name, plugin->version, plugin->abi, plugin->path.string()}});
+    if (!worker) header.environment["threading"] = threading_settings(s, supervise);
     if (worker) {
       bus.add(make_worker_reporter(*worker));
     } else if (rank0) {

@@ -140,4 +140,36 @@ ordered_json environment_fingerprint(const std::vector<PluginVersion>& plugins) 
   return env;
 }
 
+// Note [Threads of a run]
+// --threads (default: the machine's hardware threads, shared among a node's ranks) is what a plugin
+// hands set_num_threads in setup: oneTBB's global limit and the OpenMP team of the thread that calls
+// it. OpenMP teams started from other threads (a DataLoader worker that calls an op) take
+// OMP_NUM_THREADS, read once when libgomp loads; so a supervised worker, a fresh process, gets
+// OMP_NUM_THREADS=--threads unless the user set it, and every pool agrees on one number. Under a
+// launcher or --no-isolation the process is already running: there the user's environment stands.
+// The OpenMP wait policy is left to the user (libgomp's default spins for a while, then sleeps):
+// which is faster depends on the workload and on what else runs (results/cpu/), and the report
+// records it, with how busy the machine was (Note [A busy machine]).
+std::vector<std::string> worker_threading_environment(const Settings& s) {
+  std::vector<std::string> env;
+  if (!std::getenv("OMP_NUM_THREADS")) env.push_back(fmt::format("OMP_NUM_THREADS={}", s.threads));
+  return env;
+}
+
+ordered_json threading_settings(const Settings& s, bool supervised) {
+  auto var = [](const char* name, const std::string& otherwise) -> ordered_json {
+    const char* v = std::getenv(name);
+    return v ? ordered_json(v) : ordered_json(otherwise);
+  };
+  const bool host_sets_omp = supervised && !std::getenv("OMP_NUM_THREADS");
+  return {{"threads", s.threads},
+          {"threads_given", s.threads_given},
+          {"omp_num_threads", host_sets_omp ? ordered_json(std::to_string(s.threads))
+                                            : var("OMP_NUM_THREADS", "unset: every hardware thread")},
+          {"omp_num_threads_set_by_host", host_sets_omp},
+          {"omp_wait_policy", var("OMP_WAIT_POLICY", "unset: libgomp spins for a while, then sleeps")},
+          {"gomp_spincount", var("GOMP_SPINCOUNT", "unset")},
+          {"hardware_threads", static_cast<int>(std::thread::hardware_concurrency())}};
+}
+
 }  // namespace benchhost::host

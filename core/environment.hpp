@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli.hpp"
+
 namespace benchhost::host {
 
 /// Environment variables a report may copy (when set).
@@ -24,6 +26,12 @@ struct PluginVersion {
 /// (oneTBB, oneDNN, fmt, Boost, nlohmann_json), CUDA facts when a GPU is usable, allow-listed
 /// environment variables and the given plugin versions.
 nlohmann::ordered_json environment_fingerprint(const std::vector<PluginVersion>& plugins);
+
+/// Note [Threads of a run]: what the host adds to a supervised worker's environment
+/// ("OMP_NUM_THREADS=4" unless the user set it), and the threading settings a run measures under,
+/// for the report's environment.threading.
+std::vector<std::string> worker_threading_environment(const Settings& s);
+nlohmann::ordered_json threading_settings(const Settings& s, bool supervised);
 
 /// "Intel(R) Xeon(R) ..." from /proc/cpuinfo ("unknown" if unreadable).
 std::string cpu_model();

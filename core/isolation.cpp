@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "environment.hpp"
 #include "reporters.hpp"
 #include "run_modes.hpp"
 
@@ -176,7 +177,8 @@ std::string signal_text(int sig) {
 /// if it is still running, so that an exception in the supervisor leaves no process behind.
 class WorkerProcess {
  public:
-  WorkerProcess(const std::vector<std::string>& args, int progress_fd, int first_point) {
+  WorkerProcess(const std::vector<std::string>& args, const std::vector<std::string>& extra_env, int progress_fd,
+                int first_point) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) BH_THROW(Error, "cannot create the worker pipe: {}", std::strerror(errno));
     read_fd_ = fds[0];
@@ -184,8 +186,14 @@ class WorkerProcess {
     // Everything the child needs is built before fork: after it, only async-signal-safe calls.
     std::vector<std::string> env_strings;
     const std::string prefix = std::string(kWorkerEnvironmentVariable) + "=";
+    auto replaced = [&](const char* e) {
+      for (const auto& x : extra_env)
+        if (const auto eq = x.find('='); eq != std::string::npos && std::strncmp(e, x.c_str(), eq + 1) == 0) return true;
+      return false;
+    };
     for (char** e = environ; *e; ++e)
-      if (std::strncmp(*e, prefix.c_str(), prefix.size()) != 0) env_strings.emplace_back(*e);
+      if (std::strncmp(*e, prefix.c_str(), prefix.size()) != 0 && !replaced(*e)) env_strings.emplace_back(*e);
+    env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
     env_strings.push_back(fmt::format("{}{},{},{}", prefix, write_fd, progress_fd, first_point));
     std::vector<char*> argv, envp;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -347,7 +355,7 @@ class Supervisor {
     started_points_ = 0;
     buffer_.clear();
     page_->step.store(0, std::memory_order_relaxed);
-    WorkerProcess worker(s_.argv, progress_fd_, first_point);
+    WorkerProcess worker(s_.argv, worker_threading_environment(s_), progress_fd_, first_point);
     bool eof = false, forwarded = false;
     killed_after_interrupt_ = false;
     Clock::time_point forwarded_at{};
