@@ -299,3 +299,17 @@ TEST(Prepare, BertShardsFromTheBible) {
   EXPECT_EQ(p.eval_nsp.is_next + p.eval_nsp.random_next, p.eval_samples);
   EXPECT_NEAR(p.train_nsp.is_next_fraction(), 0.5, 0.1);  // Note [BERT sentence pairs]
 }
+
+// Note [HDF5 files read twice]: a file that crashes libhdf5 itself (found by fuzz_datasets: a
+// null read in H5F__accum_read under H5G__stab_lookup) is a DataError naming it, and this process
+// survives it.
+TEST(BertHdf5, AFileThatCrashesTheHdf5LibraryIsADataError) {
+  const std::string path = std::string(BENCHHOST_TEXT_TEST_FILES) + "/hdf5_crashes_libhdf5.hdf5";
+  try {
+    read_bert_hdf5(path);
+    FAIL() << "read";
+  } catch (const DataError& e) {
+    EXPECT_NE(e.message().find("hdf5_crashes_libhdf5.hdf5"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("is corrupt: the HDF5 library"), std::string::npos) << e.message();
+  }
+}
