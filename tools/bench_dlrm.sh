@@ -9,7 +9,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
 threads=${2:-2}
-export OPENBLAS_NUM_THREADS=$threads  # the PyTorch peer's BLAS (OpenBLAS) keeps its own thread pool
+. "$here/tools/threads.sh"  # the same OpenMP/BLAS settings for benchhost and its peer
 batch=${3:-1024}
 steps=${4:-40}
 conf=$here/configs/dlrm_dcnv2/mini.conf

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 threads=${THREADS:-2}
-export OPENBLAS_NUM_THREADS=$threads  # the PyTorch peer's BLAS (OpenBLAS) keeps its own thread pool
+. tools/threads.sh  # the same OpenMP/BLAS settings for benchhost and its peer
 steps=${STEPS:-20}
 warmup=${WARMUP:-3}
 py=/usr/bin/python3

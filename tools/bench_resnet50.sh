@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}
 threads=${THREADS:-2}
-export OPENBLAS_NUM_THREADS=$threads  # the PyTorch peer's BLAS (OpenBLAS) keeps its own thread pool
+. tools/threads.sh  # the same OpenMP/BLAS settings for benchhost and its peer
 iters=${ITERS:-5}
 warmup=${WARMUP:-2}
 bin="$build_dir/bin/bench_resnet50"

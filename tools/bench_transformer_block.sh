@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}
 threads=${THREADS:-$(nproc)}
-export OPENBLAS_NUM_THREADS=$threads  # the PyTorch peer's BLAS (OpenBLAS) keeps its own thread pool
+. tools/threads.sh  # the same OpenMP/BLAS settings for benchhost and its peer
 iters=${ITERS:-20}
 bin="$build_dir/bin/bench_transformer_block"
 [ -x "$bin" ] || { echo "bench_transformer_block: $bin not built (ninja -C $build_dir bench_transformer_block)" >&2; exit 1; }
