@@ -204,7 +204,8 @@ std::unique_ptr<data::DataLoader> evaluation_loader(std::shared_ptr<const data::
 // The SDK has no autograd tape (nn/module.hpp, Note [Modules and backward]): a model is a Module
 // whose forward() keeps what backward() needs and whose backward() calls its layers' backward
 // passes in reverse order. Registering the layers as children makes parameters(), to(),
-// set_precision() and train() reach them.
+// set_precision() and train() reach them. (A plain chain of layers is nn::Sequential; this model
+// is written out because its input needs a reshape first.)
 class Mlp final : public nn::Module {
  public:
   // Each Linear draws its initial weights from its own stream of the run's seed.
@@ -212,7 +213,9 @@ class Mlp final : public nn::Module {
       : hidden_(register_module("hidden", std::make_unique<nn::Linear>(kImagePixels, hidden, /*bias=*/true,
                                                                         nn::Activation::relu, seed))),
         output_(register_module("output", std::make_unique<nn::Linear>(hidden, kClasses, /*bias=*/true,
-                                                                        nn::Activation::none, seed + 1))) {}
+                                                                        nn::Activation::none, seed + 1))) {
+    hidden_.set_input_grad(false);  // nothing needs the gradient of the images: skip that product
+  }
 
   // images [N, 1, 28, 28] (a contiguous batch) -> logits [N, 10].
   Tensor forward(const Tensor& images) {
@@ -224,8 +227,8 @@ class Mlp final : public nn::Module {
   // mark_grad_ready() on its parameters as it finishes, which lets DataParallel start reducing
   // the output layer's gradients while the hidden layer's backward still runs.
   void backward(const Tensor& dlogits) {
-    // Linear::backward also returns the gradient with respect to its input; for the first layer
-    // that is the gradient of the images, which nothing needs (the SDK has no way to skip it).
+    // Each Linear::backward returns the gradient with respect to its input; the first layer's
+    // would be the images', which set_input_grad(false) skipped (it returns an empty tensor).
     hidden_.backward(output_.backward(dlogits));
   }
 

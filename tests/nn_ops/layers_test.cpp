@@ -48,6 +48,45 @@ TEST(Layers, LinearGradcheckAndGradAccumulation) {
   EXPECT_EQ(lin.num_parameters(), 28);
 }
 
+// A first layer needs no input gradient: set_input_grad(false) skips it and leaves the parameter
+// gradients as they were.
+TEST(Layers, LinearWithoutInputGradientKeepsParameterGradients) {
+  Linear a(6, 4, true, Activation::relu, 3), b(6, 4, true, Activation::relu, 3);
+  b.set_input_grad(false);
+  const Tensor x = random_tensor({5, 6}, 1), dy = random_tensor({5, 4}, 2);
+  a.forward(x);
+  b.forward(x);
+  EXPECT_TRUE(a.backward(dy).defined());
+  EXPECT_FALSE(b.backward(dy).defined());
+  EXPECT_EQ(a.weight().grad.to_float_vector(), b.weight().grad.to_float_vector());
+  EXPECT_EQ(a.bias()->grad.to_float_vector(), b.bias()->grad.to_float_vector());
+}
+
+// Sequential: the same outputs and gradients as its layers called by hand, parameters reached
+// through the children, and a refusal when a middle layer withholds the input gradient.
+TEST(Layers, SequentialChainsForwardAndBackward) {
+  Sequential seq;
+  seq.add(std::make_unique<Linear>(6, 5, true, Activation::relu, 7));
+  seq.add(std::make_unique<Linear>(5, 3, true, Activation::none, 8));
+  Linear l1(6, 5, true, Activation::relu, 7), l2(5, 3, true, Activation::none, 8);
+  EXPECT_EQ(seq.size(), 2u);
+  EXPECT_EQ(seq.num_parameters(), l1.num_parameters() + l2.num_parameters());
+  const Tensor x = random_tensor({4, 6}, 3), dy = random_tensor({4, 3}, 4);
+  const Tensor y = seq.forward(x);
+  EXPECT_EQ(y.to_float_vector(), l2.forward(l1.forward(x)).to_float_vector());
+  const Tensor dx = seq.backward(dy);
+  EXPECT_EQ(dx.to_float_vector(), l1.backward(l2.backward(dy)).to_float_vector());
+  EXPECT_EQ(static_cast<Linear&>(seq[0]).weight().grad.to_float_vector(), l1.weight().grad.to_float_vector());
+  // The first layer may skip its input gradient; a later one may not.
+  static_cast<Linear&>(seq[0]).set_input_grad(false);
+  seq.forward(x);
+  EXPECT_FALSE(seq.backward(dy).defined());
+  static_cast<Linear&>(seq[0]).set_input_grad(true);
+  static_cast<Linear&>(seq[1]).set_input_grad(false);
+  seq.forward(x);
+  EXPECT_THROW(seq.backward(dy), InvalidArgument);
+}
+
 TEST(Layers, DropoutIsIdentityInEvalMode) {
   DropoutRng rng{3, 0};
   Dropout d(0.5f, &rng, 0);

@@ -100,7 +100,7 @@ Tensor Linear::backward_fp8(const Tensor& dy) {
   Tensor dz_scale_inv;
   Tensor dz8 = cast_fp8_recording(dz, f.dy, &dz_scale_inv);
   // dx [rows, in] = dz [rows, out] @ W [out, in]: the TN kernel takes W^T [in, out].
-  Tensor dx = matmul_fp8(dz8, transpose_copy(f.w8, 0, 1), dz_scale_inv, f.w_scale_inv, h);
+  Tensor dx = input_grad_ ? matmul_fp8(dz8, transpose_copy(f.w8, 0, 1), dz_scale_inv, f.w_scale_inv, h) : Tensor{};
   // dW [out, in] = dz^T [out, rows] @ x [rows, in]: the TN kernel takes x^T [in, rows].
   if (weight_->grad.defined())
     add_(weight_->grad, matmul_fp8(transpose_copy(dz8, 0, 1), transpose_copy(f.x8, 0, 1), dz_scale_inv,
@@ -113,7 +113,7 @@ Tensor Linear::backward_fp8(const Tensor& dy) {
   if (bias_) bias_->mark_grad_ready();
   preact_ = f.x8 = f.w8 = f.x_scale_inv = f.w_scale_inv = Tensor{};
   f.active = false;
-  return cast(dx, input_dtype_).view(f.x_shape);
+  return dx.defined() ? cast(dx, input_dtype_).view(f.x_shape) : dx;
 }
 
 Tensor Linear::forward(const Tensor& x) {
@@ -139,11 +139,32 @@ Tensor Linear::backward(const Tensor& dy) {
   BH_CHECK_AS(InvalidArgument, x_.defined(), "Linear::backward called before forward");
   Tensor none;
   Tensor dx = linear_backward(cast(dy, x_.dtype()), x_, w_, preact_, act_, weight_->grad,
-                              bias_ ? bias_->grad : none);
+                              bias_ ? bias_->grad : none, input_grad_);
   weight_->mark_grad_ready();
   if (bias_) bias_->mark_grad_ready();
   x_ = w_ = preact_ = Tensor{};
-  return cast(dx, input_dtype_);
+  return dx.defined() ? cast(dx, input_dtype_) : dx;
+}
+
+// ---- Sequential ----
+
+Tensor Sequential::forward(const Tensor& x) {
+  BH_CHECK_AS(InvalidArgument, !layers_.empty(), "Sequential::forward with no layers");
+  Tensor y = layers_.front()->forward(x);
+  for (std::size_t i = 1; i < layers_.size(); ++i) y = layers_[i]->forward(y);
+  return y;
+}
+
+Tensor Sequential::backward(const Tensor& dy) {
+  Tensor g = dy;
+  for (std::size_t i = layers_.size(); i-- > 0;) {
+    BH_CHECK_AS(InvalidArgument, g.defined(),
+                "Sequential::backward: layer {} returned no input gradient (set_input_grad(false)), but layer {} "
+                "before it needs one",
+                i + 1, i);
+    g = layers_[i]->backward(g);
+  }
+  return g;
 }
 
 // ---- LayerNorm ----

@@ -159,13 +159,13 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, Acti
 }
 
 Tensor linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& preact,
-                       Activation act, Tensor& dw, Tensor& dbias) {
+                       Activation act, Tensor& dw, Tensor& dbias, bool input_grad) {
   require(dy, "linear_backward", "dy");
   if (act != Activation::none) require(preact, "linear_backward", "preact (pass the z saved by linear_forward)");
   Tensor dz = activation_backward(dy, act == Activation::none ? dy : preact, act);
   Tensor dz2 = contig(dz).reshape({-1, w.size(0)});
   Tensor x2 = contig(x).reshape({-1, w.size(1)});
-  Tensor dx = matmul(dz2, w).view(x.shape());
+  Tensor dx = input_grad ? matmul(dz2, w).view(x.shape()) : Tensor{};
   if (dw.defined()) matmul_into(dw, dz2, x2, true, false, 1.0f, true);
   if (dbias.defined()) run1("bias_backward", {dz2}, dbias, Attrs().set("accumulate", 1));
   return dx;

@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "benchhost/nn/module.hpp"
 #include "benchhost/nn/ops.hpp"
@@ -77,10 +78,14 @@ class Linear : public Layer {
   Parameter* bias() { return bias_; }
   std::int64_t in_features() const { return in_; }
   std::int64_t out_features() const { return out_; }
+  /// The first layer of a network needs no input gradient: backward() then skips the dx product
+  /// and returns an undefined tensor (as Conv2d::set_input_grad).
+  void set_input_grad(bool on) { input_grad_ = on; }
 
  private:
   std::int64_t in_, out_;
   Activation act_;
+  bool input_grad_ = true;
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
   Tensor x_, w_, preact_;  // the input, weight and pre-activation in the matmul's type
@@ -89,6 +94,31 @@ class Linear : public Layer {
   std::unique_ptr<Fp8State> fp8_;  // created by the first forward under an fp8 policy
   Tensor forward_fp8(const Tensor& x);
   Tensor backward_fp8(const Tensor& dy);
+};
+
+/// Layers applied in order; backward() runs their backward passes in reverse and returns the
+/// first layer's input gradient. Children are named "0", "1", ... (their parameters "0.weight",
+/// ...), so parameters(), to(), set_precision() and train() reach them. A layer in the middle that
+/// returns no input gradient (set_input_grad(false)) is an error: the layers before it need one.
+///   Sequential mlp;
+///   mlp.add(std::make_unique<Linear>(784, 128, true, Activation::relu, seed)).set_input_grad(false);
+///   mlp.add(std::make_unique<Linear>(128, 10, true, Activation::none, seed + 1));
+class Sequential : public Layer {
+ public:
+  /// Appends `layer` and returns it, for further settings.
+  template <class L>
+  L& add(std::unique_ptr<L> layer) {
+    L& ref = register_module(std::to_string(layers_.size()), std::move(layer));
+    layers_.push_back(&ref);
+    return ref;
+  }
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+  std::size_t size() const { return layers_.size(); }
+  Layer& operator[](std::size_t i) { return *layers_.at(i); }
+
+ private:
+  std::vector<Layer*> layers_;
 };
 
 /// LayerNorm over the last dim: "weight" (gamma) and "bias" (beta), both weight_decay = false.

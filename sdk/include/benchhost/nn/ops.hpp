@@ -82,8 +82,9 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
                       Activation act = Activation::none, Tensor* preact = nullptr);
 /// Backward of linear_forward. dy: gradient w.r.t. y. preact: z saved by forward (ignored when
 /// act == none). Returns dx; dw += dz^T x, dbias += sum(dz). Pass undefined dw/dbias to skip.
+/// With input_grad false, dx is not computed and an undefined tensor is returned.
 Tensor linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& preact,
-                       Activation act, Tensor& dw, Tensor& dbias);
+                       Activation act, Tensor& dw, Tensor& dbias, bool input_grad = true);
 
 // ================================================================================================
 // Normalisation
