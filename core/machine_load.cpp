@@ -14,9 +14,11 @@ namespace benchhost::host {
 
 // Note [A busy machine]
 // A throughput figure measured while other processes compete for the CPUs understates the machine,
-// by a factor no reader of the report can guess (a second process spinning on a 2-core machine made
-// one workload's steps 10-35x slower when its OpenMP workers spun, and 4-5x slower when they slept:
-// results/cpu/). The host cannot make the machine idle, so it measures how busy it was and says so.
+// by a factor no reader of the report can guess: on a 2-core VM with two spinning processes,
+// resnet50's mini training ran at 0.10x its idle throughput and dlrm_dcnv2's at 0.19x (0.13x and
+// 0.34x with OMP_WAIT_POLICY=PASSIVE, which idle costs resnet50 15%; tools/bench_busy_machine.sh,
+// results/cpu/2026-11-25/busy_machine). The host cannot make the machine idle, so it measures how
+// busy it was and says so.
 // Over each measurement (a sweep point's timed steps, a time-to-train run from run_start to
 // run_stop) it reads /proc/stat's CPU counters and its own CPU time (getrusage) at both ends:
 //   other CPUs = (busy time of all CPUs - this run's CPU time) / wall time,
