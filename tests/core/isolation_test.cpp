@@ -221,7 +221,8 @@ json without_timings(json j) {
                                             "samples_per_second",   "step_ms",     "latency_ms",
                                             "data_wait_fraction",   "achieved_tflops", "mfu",
                                             "time_to_train_seconds", "seconds_since_run_start",
-                                            "olympic_mean_seconds", "kept_runs",    "machine_load"};
+                                            "olympic_mean_seconds", "kept_runs",    "machine_load",
+                                            "threading"};  // a supervised worker's OMP_NUM_THREADS is the host's
   if (j.is_object()) {
     for (auto it = j.begin(); it != j.end(); ++it)
       it.value() = timing.count(it.key()) ? json("<timing>") : without_timings(it.value());

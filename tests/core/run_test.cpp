@@ -419,7 +419,17 @@ TEST(PromotedCalls, RoundTripThroughJsonAndCsv) {
   EXPECT_EQ(j["promoted_calls"], json({{"add", 16}, {"batch_norm_forward", 34}}));
   EXPECT_EQ(record_from_json(j).promoted_calls, r.promoted_calls);
   const std::string rows = CsvReporter::render({r});
-  EXPECT_EQ(rows.substr(rows.size() - 4), ",50\n") << rows;
+  EXPECT_EQ(rows.substr(rows.size() - 7), ",50,,,\n") << rows;  // then the (unmeasured) machine-load columns
+  // The machine load travels the same way (a -n sweep's parent reads its child's report).
+  r.machine_load = MachineLoad{2, 1.5, 1.25, 0.01, 3.5, true};
+  const RunRecord back = record_from_json(json::parse(record_to_json(r).dump()));
+  ASSERT_TRUE(back.machine_load.has_value());
+  EXPECT_EQ(back.machine_load->cpus, 2);
+  EXPECT_DOUBLE_EQ(back.machine_load->other_cpus, 1.25);
+  EXPECT_DOUBLE_EQ(back.machine_load->steal_fraction, 0.01);
+  EXPECT_TRUE(back.machine_load->busy);
+  const std::string busy_rows = CsvReporter::render({r});
+  EXPECT_EQ(busy_rows.substr(busy_rows.size() - 19), ",50,1.25,0.01,true\n") << busy_rows;
   json older = j;
   older.erase("promoted_calls");  // a schema-2 report
   EXPECT_TRUE(record_from_json(older).promoted_calls.empty());
@@ -447,10 +457,11 @@ TEST(LossScaling, EveryReporterShowsTheCounts) {
   EXPECT_EQ(back.loss_scale, std::optional<double>(16384));
   const std::string rows = bhtest::read_file(csv);
   const std::string header = rows.substr(0, rows.find('\n'));
-  EXPECT_EQ(header.substr(header.size() - std::string(",message,updates_skipped,loss_scale,promoted_calls").size()),
-            ",message,updates_skipped,loss_scale,promoted_calls")
-      << header;
-  EXPECT_EQ(rows.substr(rows.size() - std::string(",3,16384,0\n").size()), ",3,16384,0\n") << rows;
+  const std::string tail = ",message,updates_skipped,loss_scale,promoted_calls,other_cpus,cpu_steal_fraction,busy_machine";
+  EXPECT_EQ(header.substr(header.size() - tail.size()), tail) << header;
+  // The machine-load columns follow (Note [A busy machine]): their values depend on the machine.
+  const std::string row = bhtest::without_last_csv_fields(rows, 3);
+  EXPECT_EQ(row.substr(row.size() - std::string(",3,16384,0\n").size()), ",3,16384,0\n") << rows;
 
   // The same point in fp32: null in JSON, empty CSV cells, no console line.
   p = bhtest::run_benchhost(dirs() + "--plugin loss_scaling --precision fp32" + joined(kScaledTrainPoint) + " -o '" +
@@ -460,7 +471,7 @@ TEST(LossScaling, EveryReporterShowsTheCounts) {
   const json plain = json::parse(bhtest::read_file(report))["results"][0];
   EXPECT_TRUE(plain["updates_skipped"].is_null());
   EXPECT_TRUE(plain["loss_scale"].is_null());
-  const std::string plain_rows = bhtest::read_file(csv);
+  const std::string plain_rows = bhtest::without_last_csv_fields(bhtest::read_file(csv), 3);
   EXPECT_EQ(plain_rows.substr(plain_rows.size() - 5), ",,,0\n") << plain_rows;
 }
 
