@@ -37,7 +37,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
 fi
 out=${OUT_DIR:-results/fuzz/$(date -u +%F)}
 mkdir -p "$out"
-{ date -u; uname -a; clang --version | head -n 1; echo "runs per fuzzer: $runs"; echo "time limit per fuzzer: ${max_time}s (0: none)"; echo "parallel fuzzers: $jobs"; } > "$out/environment.txt"
+{ date -u; uname -a; clang --version | head -n 1; echo "commit: $(git rev-parse --short HEAD 2>/dev/null)"; echo "runs per fuzzer: $runs"; echo "time limit per fuzzer: ${max_time}s (0: none)"; echo "parallel fuzzers: $jobs"; } > "$out/environment.txt"
 export ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=0"  # leaks: see tools/sanitize.sh
 : > "$out/summary.txt"
 status=0

@@ -25,7 +25,7 @@ mkdir -p "$out"
 export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=1:handle_segv=0:handle_sigbus=0:handle_sigfpe=0:allocator_may_return_null=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # Python loads the instrumented SDK only through subprocesses of the host, so it needs no preload.
-{ date -u; uname -a; gcc --version | head -n 1; } > "$out/environment.txt"
+{ date -u; uname -a; gcc --version | head -n 1; echo "commit: $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo " (dirty)")"; } > "$out/environment.txt"
 set +e
 ctest --test-dir "$build" --output-on-failure --timeout 2700 -j2 ${CTEST_ARGS:-} > "$out/ctest.log" 2>&1
 rc=$?
