@@ -228,6 +228,16 @@ TEST(ImageNetFolder, BadLayoutsAreReported) {
   }
   EXPECT_THROW(imagenet::scan_val(root.string(), classes), DataError);  // file missing
   {
+    // A name the file system refuses (found by fuzz_datasets: it escaped as std::filesystem_error).
+    std::ofstream(root / "val" / "val_map.txt") << std::string(5000, 'x') << " 0\n";
+  }
+  try {
+    imagenet::scan_val(root.string(), classes);
+    ADD_FAILURE() << "a 5000-character file name was accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(e.message().find("val_map.txt:1"), std::string::npos) << e.message();
+  }
+  {
     std::ofstream(root / "val" / "val_map.txt") << "ILSVRC2012_val_00000002.JPEG n00000001\n";
   }
   EXPECT_EQ(imagenet::scan_val(root.string(), classes).labels, std::vector<std::int64_t>{1});
