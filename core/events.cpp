@@ -111,6 +111,10 @@ void EventBus::progress(const Progress& p) {
 
 void EventBus::record(RunRecord rec) {
   std::lock_guard lock(mutex_);
+  record_locked(std::move(rec));
+}
+
+void EventBus::record_locked(RunRecord rec) {
   open_point_.reset();
   records_.push_back(std::move(rec));
   for (std::size_t i = 0; i < reporters_.size(); ++i)
@@ -151,10 +155,7 @@ bool EventBus::finish_interrupted(const std::string& message, std::chrono::milli
                 : at.total_steps > 0 ? fmt::format("{} (after {} of {} steps; this point's timings are lost)", message,
                                                    at.step, at.total_steps)
                                      : fmt::format("{} (after {} steps; this run's timings are lost)", message, at.step);
-    open_point_.reset();
-    records_.push_back(std::move(r));
-    for (std::size_t i = 0; i < reporters_.size(); ++i)
-      deliver(i, [&](Reporter& rep) { rep.on_record(records_.back(), records_); });
+    record_locked(std::move(r));
   }
   Summary s;
   s.exit_code = kExitInterrupted;

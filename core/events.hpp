@@ -159,6 +159,7 @@ class EventBus {
   template <class F>
   void deliver(std::size_t reporter, F&& f);
   void forward_mllog_locked(const MllogEvent& e);
+  void record_locked(RunRecord r);
   void finish_locked(const Summary& s);
   std::vector<std::unique_ptr<Reporter>> reporters_;
   std::vector<bool> failed_;  ///< per reporter: it has failed once (reported once)
