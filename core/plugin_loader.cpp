@@ -330,6 +330,10 @@ bh_run_info WorkloadInstance::setup(const bh_run_context& ctx) {
   bh_status st = plugin_->descriptor.setup(handle_, &ctx, &info, &err);
   set_up_ = true;  // teardown is owed even when setup failed half-way
   check(*plugin_, "setup", st, err);
+  // A field past what the plugin says it filled is "not reported" (an older minor), whatever
+  // bytes it left there.
+  if (!BH_STRUCT_HAS_FIELD(info.struct_size, bh_run_info, metric_target)) info.metric_target = 0;
+  if (!BH_STRUCT_HAS_FIELD(info.struct_size, bh_run_info, eval_start_samples)) info.eval_start_samples = 0;
   return info;
 }
 

@@ -400,10 +400,10 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
         bus.progress(prog);
         if (eval_every > 0 && samples_trained >= next_eval) {
           next_eval += eval_every;
-          converged = evaluate();
+          if (samples_trained >= info.eval_start_samples) converged = evaluate();
         }
       }
-      if (eval_every == 0 && !converged) converged = evaluate();
+      if (eval_every == 0 && !converged && samples_trained >= info.eval_start_samples) converged = evaluate();
       r.epochs = epoch + 1;
       bus.mllog("INTERVAL_END", "epoch_stop", nullptr, {{"epoch_num", epoch + 1}});
     }

@@ -47,7 +47,7 @@ TEST(PluginLoader, AbiMajorMismatchIsRefusedNamingBothVersions) {
 TEST(PluginLoader, NewerAbiMinorIsRefusedNamingBothVersionsAndMissingSlotNamed) {
   BrokenPlugin why;
   ASSERT_FALSE(load_plugin(bhtest::broken_dir() / "abi_minor_newer.so", &why));
-  // The plugin says 1.<ours + 1> (1.3 against this 1.2 host): refused, naming both.
+  // The plugin says 1.<ours + 1> (1.4 against this 1.3 host): refused, naming both.
   const std::string theirs = fmt::format("plugin ABI {}.{}", BENCHHOST_ABI_MAJOR, BENCHHOST_ABI_MINOR + 1);
   const std::string ours = fmt::format("this host's ABI {}.{}", BENCHHOST_ABI_MAJOR, BENCHHOST_ABI_MINOR);
   EXPECT_NE(why.reason.find(theirs), std::string::npos) << why.reason;

@@ -142,6 +142,28 @@ TEST(RunModes, ToyTimeToTrainConvergesAtAnEvaluation) {
   EXPECT_EQ(again.records[0].final_metric, rec.final_metric);
 }
 
+// bh_run_info.eval_start_samples (ABI 1.3): no evaluation before the start, and the evaluation
+// points after it stay on the eval-every grid (3D U-Net: from epoch 1000, every 20 epochs).
+TEST(RunModes, EvaluationStartsWhereTheWorkloadSays) {
+  InProcessRun r = run_in_process("toy", {"--seed", "7", "--toy.eval-start", "600"});
+  ASSERT_EQ(r.records.size(), 1u);
+  const RunRecord& rec = r.records[0];
+  ASSERT_EQ(rec.status, RunStatus::passed) << rec.message;
+  ASSERT_FALSE(rec.evals.empty());
+  EXPECT_EQ(rec.evals.front().samples_trained, 640);  // the first multiple of 128 at or past 600
+  for (std::size_t k = 0; k < rec.evals.size(); ++k)
+    EXPECT_EQ(rec.evals[k].samples_trained, static_cast<std::int64_t>(640 + 128 * k));
+  std::size_t eval_events = 0;
+  for (const auto& e : r.mllog) eval_events += e.key == "eval_accuracy";
+  EXPECT_EQ(eval_events, rec.evals.size());
+  // Per-epoch evaluation (eval-every 0) skips the epoch ends before the start too.
+  InProcessRun epochs = run_in_process("toy", {"--toy.lr", "0.0001", "--toy.max-epochs", "3", "--toy.eval-every", "0",
+                                               "--toy.eval-start", "1024"});
+  ASSERT_EQ(epochs.records.size(), 1u);
+  ASSERT_EQ(epochs.records[0].evals.size(), 2u);  // epochs 2 and 3 (512 samples each)
+  EXPECT_EQ(epochs.records[0].evals[0].samples_trained, 1024);
+}
+
 TEST(RunModes, EpochLimitAbortsAndDivergenceIsDetected) {
   // Too small a learning rate: never reaches the target within 2 epochs -> aborted, FAILED.
   InProcessRun slow = run_in_process("toy", {"--toy.lr", "0.0001", "--toy.max-epochs", "2", "--toy.eval-every", "0"});

@@ -32,8 +32,9 @@ extern "C" {
 
 #define BENCHHOST_ABI_MAJOR 1
 /* History: 1.0 first release; 1.1 appended bh_run_info.metric_target; 1.2 appended
- * bh_step_result.loss_scale and update_skipped (mixed-precision step outcomes). */
-#define BENCHHOST_ABI_MINOR 2
+ * bh_step_result.loss_scale and update_skipped (mixed-precision step outcomes); 1.3 appended
+ * bh_run_info.eval_start_samples (no evaluation before a given point, e.g. 3D U-Net's epoch 1000). */
+#define BENCHHOST_ABI_MINOR 3
 #define BENCHHOST_PLUGIN_ENTRY_SYMBOL "benchhost_plugin_descriptor"
 
 /* Nonzero when a struct whose struct_size (in bytes) is `size` contains `field` of `type` whole:
@@ -96,6 +97,10 @@ typedef struct bh_run_info {
      the time-to-train target of this configuration, overriding describe()'s metric_target when
      nonzero (a mini config's calibrated target). */
   double metric_target;
+  /* Since ABI 1.3: time-to-train evaluates only once this many training samples (all ranks) have
+     been seen; the evaluation points are still the multiples of eval_every_samples (or the epoch
+     ends). 0 = from the first evaluation point. */
+  int64_t eval_start_samples;
 } bh_run_info;
 
 /* Filled by train_step and infer_step. The host zero-fills the struct and sets struct_size to its

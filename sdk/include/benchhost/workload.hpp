@@ -106,6 +106,10 @@ struct RunInfo {
   std::int64_t eval_samples = 0;
   /// This configuration's time-to-train target; 0 = WorkloadInfo::metric_target.
   double metric_target = 0;
+  /// No time-to-train evaluation before this many training samples (all ranks); the evaluation
+  /// points stay the multiples of eval_every_samples (or the epoch ends). 0 = none skipped.
+  /// Since ABI 1.3.
+  std::int64_t eval_start_samples = 0;
 };
 
 /// What one train_step (or infer_step) did. Aggregate: `return {batch, loss};` leaves the
@@ -234,6 +238,8 @@ struct PluginAdapter {
       info->infer_flops_per_sample = r.infer_flops_per_sample;
       info->eval_samples = r.eval_samples;
       if (BH_STRUCT_HAS_FIELD(host_size, bh_run_info, metric_target)) info->metric_target = r.metric_target;
+      if (BH_STRUCT_HAS_FIELD(host_size, bh_run_info, eval_start_samples))
+        info->eval_start_samples = r.eval_start_samples;
     });
   }
   static bh_status begin_epoch(bh_workload* w, std::int64_t e, bh_error* err) noexcept {
