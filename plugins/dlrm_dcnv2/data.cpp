@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "benchhost/comm/communicator.hpp"
+#include "benchhost/data/file.hpp"
 #include "benchhost/error.hpp"
 #include "benchhost/random.hpp"
 #include "synthetic.hpp"
@@ -17,22 +18,6 @@ namespace dlrm {
 
 using namespace benchhost;
 namespace criteo = benchhost::criteo;
-
-std::string resolve_data_dir(const std::string& dir) {
-  namespace fs = std::filesystem;
-  if (dir.rfind("cache:", 0) == 0) {
-    fs::path base;
-    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
-      base = x;
-    else if (const char* h = std::getenv("HOME"); h && *h)
-      base = fs::path(h) / ".cache";
-    else
-      base = fs::temp_directory_path();
-    return (base / "benchhost" / dir.substr(6)).string();
-  }
-  if (dir.empty() || fs::path(dir).is_absolute()) return dir;
-  return fs::absolute(fs::path(dir)).string();
-}
 
 DlrmData synthetic_data(const DlrmConfig& c, std::int64_t local_batch, std::int64_t global_batch,
                         std::uint64_t seed) {
@@ -85,7 +70,7 @@ criteo::SyntheticReport generate(const Options& o, const DlrmConfig& c, const st
 }  // namespace
 
 DlrmData criteo_data(const Options& o, const DlrmConfig& c, std::int64_t global_batch, const RunContext& ctx) {
-  const std::string dir = resolve_data_dir(o.get_string("data-dir"));
+  const std::string dir = data::resolve_data_dir(o.get_string("data-dir"));
   BH_CHECK_AS(InvalidArgument, !dir.empty(),
               "dlrm_dcnv2: no --dlrm_dcnv2.data-dir given (point it at MLPerf's preprocessed "
               "Criteo multi-hot days, or use --synthetic for throughput runs)");

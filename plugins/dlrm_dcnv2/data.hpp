@@ -37,10 +37,6 @@ struct DlrmData {
   double teacher_auc = 0;
 };
 
-/// "cache:NAME" -> ${XDG_CACHE_HOME:-$HOME/.cache}/benchhost/NAME; a relative path is taken from
-/// the working directory; "" stays "".
-std::string resolve_data_dir(const std::string& dir);
-
 /// The synthetic source: four fixed batches of `local_batch` samples drawn from `seed` (dense
 /// log(3 + U(0, 20)), ids uniform over each table, 25% clicks); an epoch is 256 global batches.
 DlrmData synthetic_data(const DlrmConfig& c, std::int64_t local_batch, std::int64_t global_batch,

@@ -3,6 +3,8 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -12,6 +14,22 @@
 #include "data/internal.hpp"
 
 namespace benchhost::data {
+
+std::string resolve_data_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (dir.rfind("cache:", 0) == 0) {
+    fs::path base;
+    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+      base = x;
+    else if (const char* h = std::getenv("HOME"); h && *h)
+      base = fs::path(h) / ".cache";
+    else
+      base = fs::temp_directory_path();
+    return (base / "benchhost" / dir.substr(6)).string();
+  }
+  if (dir.empty() || fs::path(dir).is_absolute()) return dir;
+  return fs::absolute(fs::path(dir)).string();
+}
 
 namespace {
 struct Fd {

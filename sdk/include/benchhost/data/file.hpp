@@ -15,6 +15,11 @@ namespace benchhost::data {
 std::vector<std::uint8_t> read_file(const std::string& path,
                                     std::size_t max_bytes = std::size_t{1} << 34);
 
+/// A data directory option as a path: "cache:NAME" -> ${XDG_CACHE_HOME:-$HOME/.cache}/benchhost/NAME
+/// (where mini configs keep the data their generators build on first use); a relative path is
+/// taken from the working directory; "" stays "".
+std::string resolve_data_dir(const std::string& dir);
+
 /// Size of a file in bytes; throws DataError naming the file when it cannot be stat'ed.
 std::size_t file_size(const std::string& path);
 
