@@ -247,10 +247,12 @@ TEST(ConvTranspose3d, HandComputedExample) {
 // convolution with the same weight tensor, for every stride and padding.
 TEST(ConvTranspose3d, IsTheAdjointOfConv3d) {
   std::uint64_t seed = 900;
+  int compared = 0;
   for (const Case& c : cases(false)) {
     SCOPED_TRACE(case_name(c));
     const Shape as = volume_shape(c.x, c.spec.layout);
-    const Shape ws = weight_shape(false, c.x.c, c.out, c.k);  // [O, I, k...] == transposed [I', O', k...]
+    // [O, I, k...]: the transposed convolution reads it as [I', O', k...] with I' = O.
+    const Shape ws = weight_shape(false, c.x.c, c.out, c.k);
     const Tensor a = random_tensor(as, ++seed);
     const Tensor w = random_tensor(ws, ++seed);
     const Tensor ca = conv3d_forward(a, w, Tensor(), c.spec);
@@ -259,6 +261,7 @@ TEST(ConvTranspose3d, IsTheAdjointOfConv3d) {
     // when the geometry is exact, so compare where it is.
     const Shape ts = conv_transpose3d_output_shape(b.shape(), ws, c.spec);
     if (ts != as) continue;
+    ++compared;
     const Tensor tb = conv_transpose3d_forward(b, w, Tensor(), c.spec);
     double lhs = 0, rhs = 0;
     const auto cav = ca.to_float_vector(), bv = b.to_float_vector();
@@ -269,6 +272,7 @@ TEST(ConvTranspose3d, IsTheAdjointOfConv3d) {
     // And the backward-data of the convolution is exactly that transposed convolution.
     EXPECT_TRUE(tensors_close(conv3d_backward_data(b, w, as, c.spec), tb, 1e-4, 1e-4));
   }
+  EXPECT_GE(compared, 6);  // every exact geometry of cases(), in both layouts
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -167,7 +167,8 @@ void ref_backward_weights(OpCall& call, bool transposed) {
   if (dbias.defined()) {
     const std::vector<double> sums = channel_sums(dyp, g.y, s.layout);
     float* db = dbias.data<float>();
-    for (std::int64_t c = 0; c < g.y.c; ++c) db[c] += static_cast<float>(sums[static_cast<std::size_t>(c)]);
+    for (std::int64_t c = 0; c < g.y.c; ++c)
+      db[c] += static_cast<float>(sums[static_cast<std::size_t>(c)]);
   }
 }
 

@@ -383,7 +383,8 @@ std::string accept_conv(const OpCall& c, const std::vector<Tensor>& same_type,
         !why.empty())
       return why;
   }
-  if (bias.defined()) return "half-precision 3-d convolutions take no bias here (f32 promotion does)";
+  if (bias.defined())
+    return "half-precision 3-d convolutions take no bias here (f32 promotion does)";
   const Conv3dSpec s = conv3d_detail::conv3d_spec(c.attrs);
   if (s.layout != VolumeLayout::ndhwc)
     return "half-precision 3-d convolutions run natively in NDHWC only";
