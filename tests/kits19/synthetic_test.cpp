@@ -1,0 +1,145 @@
+// The planted-kidney generator: determinism, both classes everywhere, the reader accepts it, and
+// a per-voxel intensity threshold classifier stays far from what shape context can do.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "benchhost/error.hpp"
+#include "benchhost/metrics/dice.hpp"
+#include "common.hpp"
+#include "common/thread_comm.hpp"
+#include "kits19.hpp"
+#include "synthetic.hpp"
+
+using namespace benchhost;
+using namespace benchhost::kits19;
+
+namespace {
+
+std::string bytes_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Tensor threshold(const Tensor& image, float t1, float t2) {
+  Tensor out = Tensor::empty(image.shape(), DType::u8);
+  const float* p = image.data<float>();
+  for (std::int64_t i = 0; i < image.numel(); ++i)
+    out.data<std::uint8_t>()[i] = static_cast<std::uint8_t>((p[i] >= t1) + (p[i] >= t2));
+  return out;
+}
+
+}  // namespace
+
+TEST(Kits19Synthetic, DeterministicAndComplete) {
+  test::TempDir dir("syn");
+  Kits19SyntheticOptions o;
+  o.train_cases = 6;
+  o.eval_cases = 2;
+  o.seed = 5;
+  const auto r = generate_kits19_synthetic(dir / "a", o);
+  EXPECT_TRUE(r.generated);
+  generate_kits19_synthetic(dir / "b", o);
+  o.seed = 6;
+  generate_kits19_synthetic(dir / "c", o);
+  bool differs = false;
+  for (int id = 0; id < 8; ++id)
+    for (const char* xy : {"x", "y"}) {
+      const std::string name = fmt::format("case_{:05d}_{}.npy", id, xy);
+      EXPECT_EQ(bytes_of(dir / ("a/" + name)), bytes_of(dir / ("b/" + name))) << name;
+      differs = differs || bytes_of(dir / ("a/" + name)) != bytes_of(dir / ("c/" + name));
+    }
+  EXPECT_TRUE(differs);
+  EXPECT_EQ(bytes_of(dir / "a/evaluation_cases.txt"), "00002\n00006\n");
+  // No staging directory is left beside the output.
+  for (const auto& e : std::filesystem::directory_iterator(dir.path))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  EXPECT_THROW(generate_kits19_synthetic(dir / "a", o), InvalidArgument);
+
+  const Kits19Index index(dir / "a", {{48, 48, 48}});
+  EXPECT_EQ(index.train().size(), 6u);
+  EXPECT_EQ(index.eval().size(), 2u);
+  for (const auto* set : {&index.train(), &index.eval()})
+    for (const Kits19Case& c : *set) {
+      bool present[3] = {false, false, false};
+      for (std::int64_t i = 0; i < c.label.numel(); ++i) present[c.label.data<std::uint8_t>()[i]] = true;
+      EXPECT_TRUE(present[1] && present[2]) << c.id;
+      for (int a = 1; a <= 3; ++a) {
+        EXPECT_GE(c.image.size(a), 48);
+        EXPECT_LE(c.image.size(a), 64);
+      }
+    }
+  for (const Kits19Case& c : index.train()) EXPECT_TRUE(c.has_class[0] && c.has_class[1]);
+}
+
+TEST(Kits19Synthetic, ThresholdClassifierIsWeak) {
+  test::TempDir dir("thr");
+  Kits19SyntheticOptions o;  // the default 48 + 12 cases
+  generate_kits19_synthetic(dir / "d", o);
+  const Kits19Index index(dir / "d", {{48, 48, 48}});
+  // Best (t1, t2) on the training cases (class = [x >= t1] + [x >= t2]), scored on the eval cases.
+  // The search works on per-case histograms (bins of 0.1 from -3): thresholds on bin edges.
+  constexpr int kBins = 80;
+  auto bin_of = [](float x) { return std::clamp(static_cast<int>(std::floor((x + 3.0f) / 0.1f)), 0, kBins - 1); };
+  std::vector<std::array<std::array<std::int64_t, kBins>, 3>> hist;
+  for (const Kits19Case& c : index.train()) {
+    auto& h = hist.emplace_back();
+    for (auto& row : h) row.fill(0);
+    for (std::int64_t i = 0; i < c.image.numel(); ++i) ++h[c.label.data<std::uint8_t>()[i]][bin_of(c.image.data<float>()[i])];
+  }
+  double best = -1;
+  int e1 = 0, e2 = 0;
+  for (int a = 1; a < kBins; ++a)
+    for (int b = a + 1; b < kBins; ++b) {
+      double total = 0;
+      for (const auto& h : hist)
+        for (int k = 1; k <= 2; ++k) {
+          const int lo = k == 1 ? a : b, hi = k == 1 ? b : kBins;
+          std::int64_t pred = 0, truth = 0, both = 0;
+          for (int c = 0; c < 3; ++c)
+            for (int e = lo; e < hi; ++e) pred += h[c][e];
+          for (int e = 0; e < kBins; ++e) truth += h[k][e];
+          for (int e = lo; e < hi; ++e) both += h[k][e];
+          total += (2.0 * both + 1e-6) / (pred + truth + 1e-6);
+        }
+      if (total > best) best = total, e1 = a, e2 = b;
+    }
+  const float b1 = -3.0f + 0.1f * e1, b2 = -3.0f + 0.1f * e2;
+  metrics::DiceScore eval, background;
+  for (const Kits19Case& c : index.eval()) {
+    eval.add(threshold(c.image, b1, b2), c.label);
+    background.add(Tensor::zeros(c.label.shape(), DType::u8), c.label);
+  }
+  RecordProperty("threshold_mean_dice", std::to_string(eval.mean()));
+  EXPECT_LE(eval.mean(), 0.65) << "thresholds " << b1 << ", " << b2;
+  EXPECT_GT(eval.mean(), 0.05);  // the data is not noise either
+  EXPECT_NEAR(background.mean(), 0.0, 1e-6);
+}
+
+TEST(Kits19Synthetic, EnsureAcrossRanks) {
+  test::TempDir dir("ens");
+  Kits19SyntheticOptions o;
+  o.train_cases = 3;
+  o.eval_cases = 1;
+  test_support::Group group(2);
+  std::vector<Kits19SyntheticReport> reports(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      test_support::ThreadComm comm(group, r);
+      reports[static_cast<std::size_t>(r)] = ensure_kits19_synthetic(dir / "e", o, &comm);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(reports[0].generated);
+  EXPECT_FALSE(reports[1].generated);
+  EXPECT_FALSE(ensure_kits19_synthetic(dir / "e", o).generated);
+  o.seed = 2;
+  EXPECT_THROW(ensure_kits19_synthetic(dir / "e", o), DataError);
+}
