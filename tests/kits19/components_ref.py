@@ -11,6 +11,8 @@ import numpy as np
 import scipy.ndimage
 
 mask = np.load(sys.argv[1])
+if mask.ndim == 4:  # a case_XXXXX_y.npy [1, D, H, W]
+    mask = mask[0]
 value = int(sys.argv[2])
 labels, n = scipy.ndimage.label(mask == value)
 slices = [s for s in scipy.ndimage.find_objects(labels) if s is not None]

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "benchhost/data/npy.hpp"
 #include "benchhost/error.hpp"
 #include "benchhost/metrics/dice.hpp"
 #include "common.hpp"
@@ -142,4 +143,48 @@ TEST(Kits19Synthetic, EnsureAcrossRanks) {
   EXPECT_FALSE(ensure_kits19_synthetic(dir / "e", o).generated);
   o.seed = 2;
   EXPECT_THROW(ensure_kits19_synthetic(dir / "e", o), DataError);
+}
+
+// On generated cases: the index's stored boxes are scipy's (whole-volume labelling), and the
+// training crop equals the reference's RandBalancedCrop driven by the same random stream.
+TEST(Kits19Synthetic, BoxesAndCropsMatchTheReference) {
+  if (!test::have_numpy_scipy()) GTEST_SKIP() << "/usr/bin/python3 with numpy and scipy is not installed";
+  test::TempDir dir("ref");
+  Kits19SyntheticOptions o;
+  o.train_cases = 4;
+  o.eval_cases = 1;
+  o.seed = 21;
+  generate_kits19_synthetic(dir / "s", o);
+  const Kits19Index index(dir / "s", {{32, 32, 32}});
+  Kits19TrainOptions t;
+  t.patch = {32, 24, 40};
+  t.oversampling = 0.6;  // both branches often
+  const Kits19TrainDataset ds(index, t);
+  for (const Kits19Case& c : index.train()) {
+    for (int k = 0; k < 2; ++k) {
+      const std::string cmd = fmt::format("/usr/bin/python3 {} {} {} {} {} {}", test::script("components_ref.py"),
+                                          c.label_path, k + 1, dir / "l.npy", dir / "b.npy", dir / "t.npy");
+      ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+      const Tensor want = data::read_npy(dir / "t.npy");
+      ASSERT_EQ(want.size(0), static_cast<std::int64_t>(c.boxes[static_cast<std::size_t>(k)].size())) << c.id;
+      for (std::int64_t b = 0; b < want.size(0); ++b)
+        for (int a = 0; a < 3; ++a) {
+          EXPECT_EQ(want.data<std::int64_t>()[b * 6 + 2 * a], c.boxes[static_cast<std::size_t>(k)][static_cast<std::size_t>(b)].lo[a]);
+          EXPECT_EQ(want.data<std::int64_t>()[b * 6 + 2 * a + 1], c.boxes[static_cast<std::size_t>(k)][static_cast<std::size_t>(b)].hi[a]);
+        }
+    }
+    constexpr int kDraws = 200;
+    const std::string cmd = fmt::format("/usr/bin/python3 {} {} {} {} {} {} 77 1000 {} {}", test::script("crop_ref.py"),
+                                        c.label_path, t.patch[0], t.patch[1], t.patch[2], t.oversampling, kDraws,
+                                        dir / "c.npy");
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const Tensor want = data::read_npy(dir / "c.npy");
+    ASSERT_EQ(want.shape(), (Shape{kDraws, 3}));
+    for (int s = 0; s < kDraws; ++s) {
+      Rng rng(77, static_cast<std::uint64_t>(1000 + s));
+      const auto corner = ds.draw_crop(c, rng);
+      for (int a = 0; a < 3; ++a)
+        ASSERT_EQ(corner[static_cast<std::size_t>(a)], want.data<std::int64_t>()[s * 3 + a]) << c.id << " stream " << 1000 + s;
+    }
+  }
 }
