@@ -1,0 +1,63 @@
+#pragma once
+/// @file datasets/kits19/synthetic.hpp  KiTS19-shaped volumes with a planted segmentation, in
+/// the MLPerf preprocessed layout (kits19.hpp), for tests and the mini 3D U-Net configuration.
+///
+/// Note [Planted kidneys]
+/// Each case is a volume of random size (size_min..size_max per dimension) holding
+///   - 1 or 2 "kidneys": ellipsoids with radii U(8, 14) voxels per axis (scaled by
+///     min(dims) / 64), a random centre keeping them inside, a random rotation: label 1;
+///   - one "tumour": an ellipsoid with radii U(3, 7) (same scale) centred inside a kidney, so
+///     it lies in or overlaps it: label 2, overriding 1;
+///   - 1 to 3 "distractors": ellipsoids of kidney intensity, away from the kidneys, unlabelled.
+/// Intensity = mean by tissue (background 0, kidney and distractor 1.0, tumour 1.8) + a smooth
+/// low-frequency bias field (two random plane waves of amplitude 0.25) + i.i.d. voxel noise of
+/// sigma U(0.45, 0.6) per case. Both classes occur in every volume (a case that loses one is
+/// redrawn). Per voxel the classes overlap heavily (noise ~0.5 against steps of 1.0 and 0.8, a
+/// bias of +-0.5, labelled and unlabelled blobs of one intensity), so the best per-voxel
+/// intensity-threshold classifier scores a mean Dice of about 0.3 (the tests bound it by 0.65;
+/// thresholds after two 3x3x3 box means already reach ~0.6, see the tests),
+/// while a model that averages over neighbourhoods and sees shape (kidneys are large smooth
+/// ellipsoids, tumours bright blobs attached to them, distractors free-floating) can do far
+/// better. Everything is a pure function of (options, case id): same options, same bytes.
+
+#include <cstdint>
+#include <string>
+
+namespace benchhost {
+class Communicator;  // comm/communicator.hpp
+}
+
+namespace benchhost::kits19 {
+
+struct Kits19SyntheticOptions {
+  int train_cases = 48;
+  int eval_cases = 12;
+  int size_min = 48;  ///< per dimension, drawn per case in [size_min, size_max]
+  int size_max = 64;
+  std::uint64_t seed = 1;
+};
+
+struct Kits19SyntheticReport {
+  int train_cases = 0, eval_cases = 0;
+  bool generated = false;  ///< false: the directory was already there
+};
+
+/// Write case_%05d_x.npy / case_%05d_y.npy for ids 0..train+eval-1 and evaluation_cases.txt
+/// (eval ids spread evenly over the range, like the reference's interleaved list) plus
+/// kits19_synthetic.txt recording the options. Atomic: everything is written into a temporary
+/// directory beside `dir` which is then renamed to `dir`, so a killed run leaves no partial set.
+/// Throws InvalidArgument for bad options or when `dir` already exists, DataError when the
+/// files cannot be written.
+Kits19SyntheticReport generate_kits19_synthetic(const std::string& dir, const Kits19SyntheticOptions& opts);
+
+/// Generate `dir` if it does not exist. With a communicator of more than one rank, rank 0
+/// generates while the others wait at a barrier (every rank must call). An existing directory
+/// written by the generator with other options is a DataError (remove it to regenerate); one
+/// without kits19_synthetic.txt (real data) is left alone.
+Kits19SyntheticReport ensure_kits19_synthetic(const std::string& dir, const Kits19SyntheticOptions& opts,
+                                              Communicator* comm = nullptr);
+
+/// The text of kits19_synthetic.txt for these options (what ensure_kits19_synthetic compares).
+std::string kits19_synthetic_options_text(const Kits19SyntheticOptions& opts);
+
+}  // namespace benchhost::kits19
