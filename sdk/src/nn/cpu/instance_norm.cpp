@@ -14,11 +14,13 @@
 // A 3D U-Net plane holds up to 128^3 = 2M voxels and a batch has few planes (N*C = 32 in the
 // first layer), so parallelising over planes alone would leave cores idle and summing 2M floats
 // in one f32 accumulator loses digits. The fast kernels cut every sample's S voxels into fixed
-// chunks of kChunk voxels (independent of the thread count), sum each chunk in f32 (vectorised,
-// for both layouts: NCDHW runs over the contiguous voxels of each channel, NDHWC over the
-// contiguous channels of each voxel), then add the chunks' partials in f64 in chunk order. The
-// statistics take two passes (mean, then squared deviations), so the variance cannot cancel to
-// a negative number. Results are deterministic. The references loop in f64.
+// chunks of kChunk voxels and its channels into blocks of kChannelBlock (both independent of the
+// thread count; the channel blocks keep the deep layers, 320 channels x 8^3 voxels, parallel),
+// sum each chunk in f32 (vectorised for both layouts: NCDHW runs over the contiguous voxels of
+// each channel, NDHWC over the contiguous channels of each voxel), then add the chunks'
+// partials in f64 in chunk order. The statistics take two passes (mean, then squared
+// deviations), so the variance cannot cancel to a negative number. Results are deterministic.
+// The references loop in f64.
 
 #include <vector>
 
@@ -28,6 +30,7 @@ namespace benchhost::nn::cpu {
 namespace {
 
 constexpr std::int64_t kChunk = 4096;
+constexpr std::int64_t kChannelBlock = 16;
 
 struct InGeo {
   std::int64_t n = 0, c = 0, s = 0;
@@ -56,9 +59,10 @@ InGeo geo_of(const OpCall& call) {
 
 // part[c] = sum over the chunk of (x - center[c])^k, k = 1 (center null: plain sum) or 2.
 BH_CPU_KERNEL void chunk_sums(const float* x, const float* center, std::int64_t C, std::int64_t S,
-                              bool cl, std::int64_t s0, std::int64_t s1, float* part) {
+                              bool cl, std::int64_t c0, std::int64_t c1, std::int64_t s0, std::int64_t s1,
+                              float* part) {
   if (!cl) {
-    for (std::int64_t c = 0; c < C; ++c) {
+    for (std::int64_t c = c0; c < c1; ++c) {
       const float* xc = x + c * S;
       float acc = 0.0f;
       if (center == nullptr) {
@@ -73,25 +77,25 @@ BH_CPU_KERNEL void chunk_sums(const float* x, const float* center, std::int64_t 
     }
     return;
   }
-  for (std::int64_t c = 0; c < C; ++c) part[c] = 0.0f;
+  for (std::int64_t c = c0; c < c1; ++c) part[c] = 0.0f;
   for (std::int64_t s = s0; s < s1; ++s) {
     const float* xs = x + s * C;
     if (center == nullptr) {
 #pragma omp simd
-      for (std::int64_t c = 0; c < C; ++c) part[c] += xs[c];
+      for (std::int64_t c = c0; c < c1; ++c) part[c] += xs[c];
     } else {
 #pragma omp simd
-      for (std::int64_t c = 0; c < C; ++c) part[c] += (xs[c] - center[c]) * (xs[c] - center[c]);
+      for (std::int64_t c = c0; c < c1; ++c) part[c] += (xs[c] - center[c]) * (xs[c] - center[c]);
     }
   }
 }
 
 // y = x * scale[c] + shift[c] (then ReLU).
 BH_CPU_KERNEL void chunk_apply(const float* x, const float* scale, const float* shift, bool relu,
-                               std::int64_t C, std::int64_t S, bool cl, std::int64_t s0,
-                               std::int64_t s1, float* y) {
+                               std::int64_t C, std::int64_t S, bool cl, std::int64_t c0, std::int64_t c1,
+                               std::int64_t s0, std::int64_t s1, float* y) {
   if (!cl) {
-    for (std::int64_t c = 0; c < C; ++c) {
+    for (std::int64_t c = c0; c < c1; ++c) {
       const float a = scale[c], b = shift[c];
       const float* xc = x + c * S;
       float* yc = y + c * S;
@@ -113,13 +117,13 @@ BH_CPU_KERNEL void chunk_apply(const float* x, const float* scale, const float* 
     float* ys = y + s * C;
     if (relu) {
 #pragma omp simd
-      for (std::int64_t c = 0; c < C; ++c) {
+      for (std::int64_t c = c0; c < c1; ++c) {
         const float v = xs[c] * scale[c] + shift[c];
         ys[c] = v > 0.0f ? v : 0.0f;
       }
     } else {
 #pragma omp simd
-      for (std::int64_t c = 0; c < C; ++c) ys[c] = xs[c] * scale[c] + shift[c];
+      for (std::int64_t c = c0; c < c1; ++c) ys[c] = xs[c] * scale[c] + shift[c];
     }
   }
 }
@@ -127,9 +131,10 @@ BH_CPU_KERNEL void chunk_apply(const float* x, const float* scale, const float* 
 // pg[c] = sum g, pgx[c] = sum g (x - mean[c]) over the chunk (times rstd later), g masked by y.
 BH_CPU_KERNEL void chunk_grad_sums(const float* dy, const float* x, const float* y,
                                    const float* mean, std::int64_t C, std::int64_t S, bool cl,
-                                   std::int64_t s0, std::int64_t s1, float* pg, float* pgx) {
+                                   std::int64_t c0, std::int64_t c1, std::int64_t s0, std::int64_t s1,
+                                   float* pg, float* pgx) {
   if (!cl) {
-    for (std::int64_t c = 0; c < C; ++c) {
+    for (std::int64_t c = c0; c < c1; ++c) {
       const float m = mean[c];
       const float *dc = dy + c * S, *xc = x + c * S;
       float a = 0.0f, b = 0.0f;
@@ -153,12 +158,12 @@ BH_CPU_KERNEL void chunk_grad_sums(const float* dy, const float* x, const float*
     }
     return;
   }
-  for (std::int64_t c = 0; c < C; ++c) pg[c] = pgx[c] = 0.0f;
+  for (std::int64_t c = c0; c < c1; ++c) pg[c] = pgx[c] = 0.0f;
   for (std::int64_t s = s0; s < s1; ++s) {
     const float *ds = dy + s * C, *xs = x + s * C;
     const float* ys = y != nullptr ? y + s * C : nullptr;
 #pragma omp simd
-    for (std::int64_t c = 0; c < C; ++c) {
+    for (std::int64_t c = c0; c < c1; ++c) {
       const float g = (ys == nullptr || ys[c] > 0.0f) ? ds[c] : 0.0f;
       pg[c] += g;
       pgx[c] += g * (xs[c] - mean[c]);
@@ -171,9 +176,10 @@ BH_CPU_KERNEL void chunk_grad_sums(const float* dy, const float* x, const float*
 BH_CPU_KERNEL void chunk_grad_apply(const float* dy, const float* x, const float* y,
                                     const float* mean, const float* k1, const float* k2,
                                     const float* k3, std::int64_t C, std::int64_t S, bool cl,
-                                    std::int64_t s0, std::int64_t s1, float* dx) {
+                                    std::int64_t c0, std::int64_t c1, std::int64_t s0, std::int64_t s1,
+                                    float* dx) {
   if (!cl) {
-    for (std::int64_t c = 0; c < C; ++c) {
+    for (std::int64_t c = c0; c < c1; ++c) {
       const float m = mean[c], a = k1[c], b = k2[c], d = k3[c];
       const float *dc = dy + c * S, *xc = x + c * S;
       const float* yc = y != nullptr ? y + c * S : nullptr;
@@ -196,21 +202,23 @@ BH_CPU_KERNEL void chunk_grad_apply(const float* dy, const float* x, const float
     const float* ys = y != nullptr ? y + s * C : nullptr;
     float* o = dx + s * C;
 #pragma omp simd
-    for (std::int64_t c = 0; c < C; ++c) {
+    for (std::int64_t c = c0; c < c1; ++c) {
       const float g = (ys == nullptr || ys[c] > 0.0f) ? ds[c] : 0.0f;
       o[c] = k1[c] * g + k2[c] * (xs[c] - mean[c]) + k3[c];
     }
   }
 }
 
-// Runs f(n, chunk, s0, s1) over every (sample, chunk) in parallel.
+// Runs f(n, chunk, c0, c1, s0, s1) over every (sample, chunk, block of kChannelBlock channels) in
+// parallel: the deep layers of a U-Net have many channels over few voxels (320 x 8^3).
 template <class F>
 void for_chunks(const InGeo& g, F&& f) {
-  const std::int64_t chunks = g.chunks();
-  parallel_range(g.n * chunks, 1, [&](std::int64_t t0, std::int64_t t1) {
+  const std::int64_t chunks = g.chunks(), cblocks = (g.c + kChannelBlock - 1) / kChannelBlock;
+  parallel_range(g.n * chunks * cblocks, 1, [&](std::int64_t t0, std::int64_t t1) {
     for (std::int64_t t = t0; t < t1; ++t) {
-      const std::int64_t n = t / chunks, k = t % chunks;
-      f(n, k, k * kChunk, std::min(g.s, (k + 1) * kChunk));
+      const std::int64_t cb = t % cblocks, k = (t / cblocks) % chunks, n = t / (cblocks * chunks);
+      f(n, k, cb * kChannelBlock, std::min(g.c, (cb + 1) * kChannelBlock), k * kChunk,
+        std::min(g.s, (k + 1) * kChunk));
     }
   });
 }
@@ -239,14 +247,16 @@ void fwd_tbb(OpCall& call) {
   const std::int64_t plane = g.c * g.s;
   std::vector<float> part(static_cast<std::size_t>(g.n * g.chunks() * g.c));
   std::vector<double> sums;
-  for_chunks(g, [&](std::int64_t n, std::int64_t k, std::int64_t s0, std::int64_t s1) {
-    chunk_sums(x + n * plane, nullptr, g.c, g.s, g.cl, s0, s1, part.data() + (n * g.chunks() + k) * g.c);
+  for_chunks(g, [&](std::int64_t n, std::int64_t k, std::int64_t c0, std::int64_t c1, std::int64_t s0,
+                    std::int64_t s1) {
+    chunk_sums(x + n * plane, nullptr, g.c, g.s, g.cl, c0, c1, s0, s1, part.data() + (n * g.chunks() + k) * g.c);
   });
   combine(g, part, sums);
   for (std::int64_t i = 0; i < g.n * g.c; ++i)
     mean[i] = static_cast<float>(sums[static_cast<std::size_t>(i)] / static_cast<double>(g.s));
-  for_chunks(g, [&](std::int64_t n, std::int64_t k, std::int64_t s0, std::int64_t s1) {
-    chunk_sums(x + n * plane, mean + n * g.c, g.c, g.s, g.cl, s0, s1,
+  for_chunks(g, [&](std::int64_t n, std::int64_t k, std::int64_t c0, std::int64_t c1, std::int64_t s0,
+                    std::int64_t s1) {
+    chunk_sums(x + n * plane, mean + n * g.c, g.c, g.s, g.cl, c0, c1, s0, s1,
                part.data() + (n * g.chunks() + k) * g.c);
   });
   combine(g, part, sums);
@@ -259,8 +269,9 @@ void fwd_tbb(OpCall& call) {
     scale[static_cast<std::size_t>(i)] = static_cast<float>(a);
     shift[static_cast<std::size_t>(i)] = static_cast<float>(beta[c] - mean[i] * a);
   }
-  for_chunks(g, [&](std::int64_t n, std::int64_t, std::int64_t s0, std::int64_t s1) {
-    chunk_apply(x + n * plane, scale.data() + n * g.c, shift.data() + n * g.c, relu, g.c, g.s, g.cl,
+  for_chunks(g, [&](std::int64_t n, std::int64_t, std::int64_t c0, std::int64_t c1, std::int64_t s0,
+                    std::int64_t s1) {
+    chunk_apply(x + n * plane, scale.data() + n * g.c, shift.data() + n * g.c, relu, g.c, g.s, g.cl, c0, c1,
                 s0, s1, y + n * plane);
   });
 }
@@ -278,9 +289,10 @@ void bwd_tbb(OpCall& call) {
   const std::int64_t plane = g.c * g.s;
   const std::size_t np = static_cast<std::size_t>(g.n * g.chunks() * g.c);
   std::vector<float> pg(np), pgx(np);
-  for_chunks(g, [&](std::int64_t n, std::int64_t k, std::int64_t s0, std::int64_t s1) {
+  for_chunks(g, [&](std::int64_t n, std::int64_t k, std::int64_t c0, std::int64_t c1, std::int64_t s0,
+                    std::int64_t s1) {
     const std::int64_t off = n * plane;
-    chunk_grad_sums(dy + off, x + off, y ? y + off : nullptr, mean + n * g.c, g.c, g.s, g.cl, s0, s1,
+    chunk_grad_sums(dy + off, x + off, y ? y + off : nullptr, mean + n * g.c, g.c, g.s, g.cl, c0, c1, s0, s1,
                     pg.data() + (n * g.chunks() + k) * g.c, pgx.data() + (n * g.chunks() + k) * g.c);
   });
   std::vector<double> sg, sgx;
@@ -299,10 +311,11 @@ void bwd_tbb(OpCall& call) {
     k2[i] = static_cast<float>(-gamma[c] * rs * rs * rs * sgx[i] / S);
     k3[i] = static_cast<float>(-gamma[c] * rs * sg[i] / S);
   }
-  for_chunks(g, [&](std::int64_t n, std::int64_t, std::int64_t s0, std::int64_t s1) {
+  for_chunks(g, [&](std::int64_t n, std::int64_t, std::int64_t c0, std::int64_t c1, std::int64_t s0,
+                    std::int64_t s1) {
     const std::int64_t off = n * plane;
     chunk_grad_apply(dy + off, x + off, y ? y + off : nullptr, mean + n * g.c, k1.data() + n * g.c,
-                     k2.data() + n * g.c, k3.data() + n * g.c, g.c, g.s, g.cl, s0, s1, dx + off);
+                     k2.data() + n * g.c, k3.data() + n * g.c, g.c, g.s, g.cl, c0, c1, s0, s1, dx + off);
   });
   float* dg = call.outputs[1].data<float>();
   float* db = call.outputs[2].data<float>();
@@ -384,11 +397,14 @@ struct InCase {
   bool cl, relu;
   std::int64_t n, c, d, h, w;
 };
-// The last case has 2 * 17 * 9 * 15 = 4590 voxels per plane: more than one kChunk.
+// The last two cases have 17 * 9 * 30 = 4590 voxels per plane (more than one kChunk), the two
+// before them 20 channels (more than one kChannelBlock).
 const InCase kCases[] = {{false, false, 2, 3, 3, 4, 5},
                          {true, true, 2, 3, 3, 4, 5},
                          {false, true, 1, 3, 2, 5, 7},
                          {true, false, 1, 5, 2, 3, 4},
+                         {false, false, 2, 20, 2, 3, 4},
+                         {true, true, 1, 20, 3, 2, 4},
                          {false, true, 2, 3, 17, 9, 30},
                          {true, false, 1, 3, 17, 9, 30}};
 
