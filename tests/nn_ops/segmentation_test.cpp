@@ -16,6 +16,7 @@
 #include "benchhost/device.hpp"
 #include "benchhost/error.hpp"
 #include "benchhost/nn/segmentation.hpp"
+#include "benchhost/precision.hpp"
 #include "common/gradcheck.hpp"
 
 namespace benchhost::nn {
@@ -216,8 +217,12 @@ TEST(InstanceNorm3d, LayerParametersModesAndGradients) {
   EXPECT_TRUE(tensors_close(layer.forward(x), want, 0, 0));
   EXPECT_THROW(layer.backward(dy), InvalidArgument);
 
-  // bf16 activations keep their dtype (like BatchNorm2d), computed in f32.
+  // Under a bf16 policy the layer keeps its input's dtype (like BatchNorm2d), computed in f32:
+  // an f32 input gives the f32 result, a bf16 input a bf16 one.
   layer.train();
+  layer.set_precision(PrecisionPolicy::create("bf16", Device::cpu()));
+  EXPECT_TRUE(tensors_close(layer.forward(x), want, 0, 0));
+  EXPECT_EQ(layer.backward(dy).dtype(), DType::f32);
   const Tensor y16 = layer.forward(x.to(DType::bf16));
   EXPECT_EQ(y16.dtype(), DType::bf16);
   EXPECT_TRUE(tensors_close(y16.to(DType::f32), want, 0.05, 0.02));
