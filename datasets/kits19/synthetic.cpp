@@ -86,7 +86,8 @@ struct Volume {
 // One attempt at case `id`; false when a class did not survive (then the caller redraws).
 bool draw_case(Rng& rng, const Kits19SyntheticOptions& o, Volume& v) {
   for (auto& d : v.dims) d = o.size_min + static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(o.size_max - o.size_min + 1)));
-  const double scale = static_cast<double>(std::min({v.dims[0], v.dims[1], v.dims[2]})) / 64.0;
+  // Object sizes follow the volume up to 64 voxels a side; larger volumes hold more background.
+  const double scale = std::min(1.0, static_cast<double>(std::min({v.dims[0], v.dims[1], v.dims[2]})) / 64.0);
   std::vector<Ellipsoid> kidneys(1 + rng.below(2));
   for (auto& k : kidneys) k = random_ellipsoid(rng, v.dims, 8.0 * scale, 14.0 * scale);
   // The tumour: centred at a random point inside a kidney, at up to 80% of its radii.
@@ -104,16 +105,17 @@ bool draw_case(Rng& rng, const Kits19SyntheticOptions& o, Volume& v) {
       tumour.centre[a] = host.centre[a] + off;
     }
   }
-  // Distractors: kidney-bright blobs away from the kidneys (a few tries each).
+  // Distractors: small kidney-bright nodules away from the kidneys (a few tries each). Their size
+  // (radii 2-4.5 against the kidneys' 8-14) is what tells them apart: intensity does not.
   std::vector<Ellipsoid> distractors;
-  const int wanted = 1 + static_cast<int>(rng.below(3));
-  for (int t = 0; t < 12 && static_cast<int>(distractors.size()) < wanted; ++t) {
-    Ellipsoid d = random_ellipsoid(rng, v.dims, 4.0 * scale, 9.0 * scale);
+  const int wanted = 2 + static_cast<int>(rng.below(4));
+  for (int t = 0; t < 24 && static_cast<int>(distractors.size()) < wanted; ++t) {
+    Ellipsoid d = random_ellipsoid(rng, v.dims, 2.0 * scale, 4.5 * scale);
     bool clear = true;
     for (const auto& k : kidneys) clear = clear && distance(d.centre, k.centre) > d.max_radius() + k.max_radius() + 2;
     if (clear) distractors.push_back(d);
   }
-  const double sigma = uniform(rng, 0.45, 0.6);
+  const double sigma = uniform(rng, 0.5, 0.65);
   struct Wave {
     Vec3 freq;
     double phase, amp;
@@ -122,7 +124,7 @@ bool draw_case(Rng& rng, const Kits19SyntheticOptions& o, Volume& v) {
   for (auto& wv : waves) {
     for (int a = 0; a < 3; ++a) wv.freq[a] = uniform(rng, -1.5, 1.5) * 2.0 * M_PI / static_cast<double>(v.dims[a]);
     wv.phase = uniform(rng, 0, 2 * M_PI);
-    wv.amp = 0.25;
+    wv.amp = 0.05;
   }
   const std::int64_t n = v.dims[0] * v.dims[1] * v.dims[2];
   v.image.assign(static_cast<std::size_t>(n), 0.0f);
