@@ -88,7 +88,18 @@ class ThreadComm final : public Communicator {
     return Work();
   }
   using Communicator::alltoall;
-  Work broadcast(Tensor&, int) override { BH_THROW(Unsupported, "not used by the tests"); }
+  /// Every rank's tensor becomes a copy of the root's.
+  Work broadcast(Tensor& t, int root) override {
+    g_.slots[rank_] = &t;
+    g_.sync.arrive_and_wait();
+    const Tensor& src = *g_.slots[root];
+    EXPECT_EQ(src.numel(), t.numel());
+    EXPECT_EQ(src.dtype(), t.dtype());
+    if (rank_ != root)
+      std::memcpy(t.raw_data(), src.raw_data(), static_cast<std::size_t>(t.numel()) * t.element_size());
+    g_.sync.arrive_and_wait();
+    return Work();
+  }
   Work reduce_scatter(const Tensor&, Tensor&, ReduceOp) override {
     BH_THROW(Unsupported, "not used by the tests");
   }

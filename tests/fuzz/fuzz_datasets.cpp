@@ -1,6 +1,7 @@
 // The workloads' dataset layouts built on the SDK readers: a Criteo multi-hot day (dense .npy,
 // labels .npy, sparse .npz, memory-mapped; datasets/criteo), the ImageNet validation labels file
-// val_map.txt (datasets/imagenet) and BERT's MLPerf HDF5 shards (datasets/text).
+// val_map.txt (datasets/imagenet), BERT's MLPerf HDF5 shards (datasets/text) and a KiTS19 case
+// pair with evaluation_cases.txt (datasets/kits19: index, components, an augmented crop).
 #include <filesystem>
 #include <fstream>
 
@@ -8,11 +9,12 @@
 #include "criteo.hpp"
 #include "fuzz.hpp"
 #include "imagenet_folder.hpp"
+#include "kits19.hpp"
 #include "text/bert_hdf5.hpp"
 
 namespace bh_fuzz {
 
-enum Kind : std::uint8_t { kCriteoDay, kValMap, kBertHdf5, kKinds };
+enum Kind : std::uint8_t { kCriteoDay, kValMap, kBertHdf5, kKits19, kKinds };
 
 namespace {
 namespace fs = std::filesystem;
@@ -36,6 +38,21 @@ std::vector<Bytes> criteo_day(std::int64_t rows) {
   data::write_npy(f.labels, labels);
   data::write_npz(f.sparse, sparse, false);
   return {read_bytes(f.dense), read_bytes(f.labels), read_bytes(f.sparse)};
+}
+
+// A KiTS19 case: image f32 (1, 6, 5, 7) and label u8 with both foreground classes.
+std::vector<Bytes> kits19_case() {
+  using namespace benchhost;
+  Tensor x = Tensor::zeros({1, 6, 5, 7});
+  Tensor y = Tensor::zeros({1, 6, 5, 7}, DType::u8);
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    x.data<float>()[i] = static_cast<float>(i % 11) * 0.1f;
+    y.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(i % 13 == 0 ? 2 : (i % 5 == 0 ? 1 : 0));
+  }
+  const std::string xp = write_scratch("seed_x.npy", {}), yp = write_scratch("seed_y.npy", {});
+  data::write_npy(xp, x);
+  data::write_npy(yp, y);
+  return {read_bytes(xp), read_bytes(yp), to_bytes("00001\n")};
 }
 
 }  // namespace
@@ -63,6 +80,7 @@ std::vector<Bytes> seeds() {
   const std::string h5 = write_scratch("seed.hdf5", {});
   benchhost::text::write_bert_hdf5(h5, s);
   with(kBertHdf5, read_bytes(h5));
+  with(kKits19, join_parts(kits19_case()));
   return out;
 }
 
@@ -99,6 +117,32 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::ofstream(root / "val" / "ILSVRC2012_val_00000002.JPEG") << "x";
       bh_fuzz::write_scratch("imagenet/val_map.txt", in);
       bh_fuzz::refused_or_read([&] { imagenet::scan_val(root.string(), {"n00000000", "n00000001"}); });
+      break;
+    }
+    case bh_fuzz::kKits19: {
+      // Case 00000 (training) from the input, case 00001 (evaluation) a fixed valid pair.
+      const fs::path dir = bh_fuzz::scratch_dir() / "kits19";
+      fs::create_directories(dir);
+      const auto parts = bh_fuzz::split_parts(in, 3);
+      bh_fuzz::write_scratch("kits19/case_00000_x.npy", parts[0]);
+      bh_fuzz::write_scratch("kits19/case_00000_y.npy", parts[1]);
+      bh_fuzz::write_scratch("kits19/evaluation_cases.txt", parts[2]);
+      if (!fs::exists(dir / "case_00001_y.npy")) {
+        data::write_npy((dir / "case_00001_x.npy").string(), Tensor::zeros({1, 4, 4, 4}));
+        data::write_npy((dir / "case_00001_y.npy").string(), Tensor::zeros({1, 4, 4, 4}, DType::u8));
+      }
+      bh_fuzz::refused_or_read([&] {
+        kits19::Kits19IndexOptions io;
+        io.min_train_shape = {4, 4, 4};
+        kits19::Kits19Index index(dir.string(), io);
+        if (!index.train().empty()) {
+          kits19::Kits19TrainOptions to;
+          to.patch = {4, 4, 4};
+          to.oversampling = 0.5;
+          kits19::Kits19TrainDataset ds(index, to);
+          for (std::int64_t s = 0; s < 4; ++s) ds.get(data::SampleContext{0, s, 7});
+        }
+      });
       break;
     }
     default: {

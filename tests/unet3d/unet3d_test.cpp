@@ -354,3 +354,76 @@ TEST(UNet3d, EvalModeForwardEqualsTrainMode) {
 }
 
 }  // namespace
+
+#include <thread>
+
+#include "common/thread_comm.hpp"
+
+namespace {
+
+// Data parallel (WORKLOADS.md): 2 ranks with batch 2 each end a few steps with the weights one
+// process reaches with batch 4 on the same samples. Exact in exact arithmetic: the DiceCE loss is a
+// mean over samples (Dice per sample and class, cross-entropy over equal-sized patches) and
+// instance norm is per sample, so the mean of the ranks' gradients is the big batch's gradient.
+TEST(UNet3dWorkload, TwoRanksMatchOneProcess) {
+  const fs::path dir = fs::temp_directory_path() / ("unet3d_dp_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const std::map<std::string, std::string> over = {
+      {"data-dir", dir.string()}, {"generate", "true"}, {"gen-train-cases", "8"}, {"gen-eval-cases", "2"},
+      {"gen-size-min", "32"}, {"gen-size-max", "36"}, {"filters", "4,8"}, {"patch-size", "16,16,16"},
+      {"roi-size", "16,16,16"}, {"warmup-epochs", "0"}, {"base-lr", "0.05"}};
+  const int steps = 2;
+  auto weights_after = [&](UNet3dWorkload& w) {
+    for (int s = 0; s < steps; ++s) {
+      w.prepare_batch();
+      w.train_step();
+    }
+    std::map<std::string, std::vector<float>> out;
+    for (nn::Parameter* p : w.model().parameters()) out[p->name] = p->value.to_float_vector();
+    return out;
+  };
+  std::map<std::string, std::vector<float>> want;
+  {
+    auto o = over;
+    o["batch-size"] = "4";
+    UNet3dWorkload single;
+    single.setup(context(o, "ttt"));
+    want = weights_after(single);
+    single.teardown();
+  }
+  test_support::Group g(2);
+  std::vector<std::map<std::string, std::vector<float>>> got(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      test_support::ThreadComm comm(g, r);
+      auto o = over;
+      o["batch-size"] = "2";
+      RunContext ctx = context(o, "ttt");
+      ctx.rank = r;
+      ctx.world_size = 2;
+      ctx.communicator = &comm;
+      try {
+        UNet3dWorkload w;
+        w.setup(ctx);
+        got[static_cast<std::size_t>(r)] = weights_after(w);
+        w.teardown();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << r << ": " << e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  ASSERT_FALSE(want.empty());
+  for (int r = 0; r < 2; ++r)
+    for (const auto& [name, v] : want) {
+      ASSERT_TRUE(got[static_cast<std::size_t>(r)].count(name)) << name << " on rank " << r;
+      const auto& mine = got[static_cast<std::size_t>(r)].at(name);
+      ASSERT_EQ(mine.size(), v.size()) << name;
+      double diff = 0, norm = 0;
+      for (std::size_t i = 0; i < v.size(); ++i) diff += (mine[i] - v[i]) * (mine[i] - v[i]), norm += v[i] * v[i];
+      EXPECT_LE(std::sqrt(diff / std::max(norm, 1e-30)), 1e-5) << name << " on rank " << r;
+    }
+  fs::remove_all(dir);
+}
+
+}  // namespace
