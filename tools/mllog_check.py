@@ -342,15 +342,16 @@ class Checker:
         eval_samples = value_check(rules.get("closed_eval_samples"))
         if closed and eval_samples:
             self.value_check("eval_samples", eval_samples, " in the closed division")
-        target = value_check(rules.get("closed_target"))
-        if closed and target:
+        target = value_check(rules.get("closed_target" if closed else "open_target"))
+        if target:
             test, description = target
             values = [line.value for line in self.occurrences("eval_accuracy")]
             numbers = [v for v in values if number(v)]
             if values and not any(test(v) for v in numbers):
                 lower_is_better = declaration.get("metric", {}).get("direction") == "min"
                 best = (min if lower_is_better else max)(numbers) if numbers else None
-                self.fail("no eval_accuracy reaches the closed target ({}); best {}".format(description, best))
+                self.fail("no eval_accuracy reaches the {} target ({}); best {}".format(
+                    "closed" if closed else "open", description, best))
 
 
 def check(path, declarations):

@@ -34,6 +34,14 @@ BERT = {
 }
 
 
+UNET3D = {
+    "global_batch_size": 2, "gradient_accumulation_steps": 1, "opt_name": "sgd", "opt_base_learning_rate": 0.8,
+    "opt_learning_rate_warmup_epochs": 200, "opt_learning_rate_decay_boundary_epochs": [],
+    "opt_learning_rate_decay_factor": 1.0, "opt_weight_decay": 0.0, "opt_momentum": 0.9, "oversampling": 0.4,
+    "training_input_shape": [128, 128, 128], "validation_input_shape": [128, 128, 128], "validation_overlap": 0.5,
+}
+
+
 def record(key, value=None, event="POINT_IN_TIME", time_ms=0, **metadata):
     meta = {"file": "core/run_modes.cpp", "lineno": 1}
     meta.update(metadata)
@@ -110,6 +118,13 @@ class MllogCheckTest(unittest.TestCase):
         self.assertViolation(self.check(run_log("gpt3", "closed", GPT3_CLOSED, accuracies=(3.1, 2.9))),
                              "closed target")
 
+    def test_open_unet3d_needs_a_score_below_one(self):
+        # open_unet3d.yaml: at least one eval_accuracy < 1.0 (a perfect score on trivial data is not a result).
+        self.assertEqual(self.check(run_log("unet3d", "open", UNET3D, accuracies=(0.5, 1.0))), [])
+        self.assertViolation(self.check(run_log("unet3d", "open", UNET3D, accuracies=(1.0,))), "open target")
+        # Other benchmarks' open rules ask nothing of the value.
+        self.assertEqual(self.check(run_log("bert", "open", BERT, accuracies=(1.0,))), [])
+
     def test_closed_resnet_names_its_161_tensors(self):
         hyper = {"global_batch_size": 256, "gradient_accumulation_steps": 1, "opt_name": "sgd",
                  "sgd_opt_base_learning_rate": 0.1, "sgd_opt_end_learning_rate": 1e-4,
@@ -157,7 +172,7 @@ class MllogCheckTest(unittest.TestCase):
         self.assertViolation(self.check(log), "goes back")
 
     def test_every_shipped_benchmark_is_declared(self):
-        for benchmark in ("resnet", "bert", "gpt3", "dlrm_dcnv2"):
+        for benchmark in ("resnet", "bert", "gpt3", "dlrm_dcnv2", "unet3d"):
             self.assertIn(benchmark, DECLARATIONS)
             self.assertTrue(DECLARATIONS[benchmark]["mlperf"]["closed_division"], benchmark)
 

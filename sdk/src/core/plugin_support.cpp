@@ -93,6 +93,7 @@ json rules_to_json(const mlperf::Rules& r) {
   return {{"closed_division", r.closed_division},
           {"keys", keys},
           {"closed_target", check_to_json(r.closed_target)},
+          {"open_target", check_to_json(r.open_target)},
           {"closed_eval_samples", check_to_json(r.closed_eval_samples)},
           {"runs", r.runs},
           {"olympic_drop_each_side", r.olympic_drop_each_side},
@@ -118,6 +119,7 @@ mlperf::Rules rules_from_json(const json& j) {
     r.keys.push_back(std::move(k));
   }
   r.closed_target = check_from_json(j.value("closed_target", json::object()));
+  r.open_target = check_from_json(j.value("open_target", json::object()));
   r.closed_eval_samples = check_from_json(j.value("closed_eval_samples", json::object()));
   r.runs = j.value("runs", 1);
   r.olympic_drop_each_side = j.value("olympic_drop_each_side", 1);
