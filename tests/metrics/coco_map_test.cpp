@@ -120,6 +120,30 @@ TEST(CocoMap, CrowdGroundTruthIsIgnoredAndMatchedByDetectionArea) {
                                       kAbsent, kAbsent, kAbsent, kAbsent});
 }
 
+TEST(CocoMap, GreedyMatchingTakesTheBestFreeRegularGroundTruth) {
+  // GT1 [0,0,10,10], GT2 [5,0,10,10]. det1 (0.9) [3,0,10,10]: IoU with GT1 70/130 = 0.538, with
+  // GT2 80/120 = 0.667: it takes the best, GT2, at the thresholds <= 0.667 (.50 .55 .60 .65).
+  // det2 (0.8) [5,0,10,10]: IoU 1 with GT2, 50/150 with GT1.
+  //   4 thresholds .50-.65: det1 TP (GT2), det2 finds GT2 taken and GT1 too far: FP.
+  //     tp = [1,1], fp = [0,1], npig 2: rc = [1/2, 1/2], pr = [1, 1/2]: r_0..r_50 get 1: 51/101.
+  //   6 thresholds .70-.95: det1 FP, det2 TP: rc = [0, 1/2], pr -> [1/2, 1/2]: 25.5/101.
+  // AP = (4 * 51 + 6 * 25.5) / 1010 = 357/1010. (Taking the first GT above the threshold instead
+  // of the best would give det1 GT1 and det2 GT2 at .50: AP 1 there.)
+  CocoEvaluator ev;
+  add(ev, 1, {gt(1, 0, 0, 10, 10), gt(1, 5, 0, 10, 10)}, {det(1, 3, 0, 10, 10, 0.9f), det(1, 5, 0, 10, 10, 0.8f)});
+  const CocoResult r = ev.compute();
+  EXPECT_NEAR(r.map(), 357.0 / 1010.0, kTol);
+  EXPECT_NEAR(r.stats[metrics::kCocoAP50], 51.0 / 101.0, kTol);
+  EXPECT_NEAR(r.stats[metrics::kCocoAP75], 25.5 / 101.0, kTol);
+  // Once on a regular GT, matching stops at the ignored ones: a detection on regular GT [0,0,10,10]
+  // (IoU 1) and inside crowd GT [0,0,20,20] (crowd IoU 100/100 = 1, listed after the regular
+  // one) stays a TP (AP 1); were the crowd allowed to replace it on the equal IoU, the detection
+  // would be ignored and the GT missed (AP 0).
+  CocoEvaluator both;
+  add(both, 1, {gt(1, 0, 0, 20, 20, 400, true), gt(1, 0, 0, 10, 10)}, {det(1, 0, 0, 10, 10, 0.9f)});
+  EXPECT_NEAR(both.compute().map(), 1.0, kTol);
+}
+
 TEST(CocoMap, AreaRangesUseTheAnnotationAreaField) {
   // GT box 100x100 (w*h = 10000, large) whose `area` field says 500 (small): it is a small object.
   // Detections: perfect tp (0.90), a 10x10 FP (0.95, area 100: small), a 50x50 FP (0.99, area
@@ -253,7 +277,7 @@ struct Scene {
 };
 
 // A few hundred images over 6 categories (5 with GT, category 6 detections only): jittered true
-// positives, duplicates, random false positives, crowd GT, `area` fields that differ from w*h,
+// positives, duplicates, random false positives, overlapping GT (contested matches), crowd GT, `area` fields that differ from w*h,
 // scores quantised so that ties happen, images without objects or without detections, and one
 // image with 130 detections of one category (the maxDets cut).
 std::vector<Scene> random_scenes(int n, std::uint32_t seed) {
@@ -265,10 +289,19 @@ std::vector<Scene> random_scenes(int n, std::uint32_t seed) {
     s.id = 1000 + 7 * i;
     const int objects = i % 17 == 3 ? 0 : static_cast<int>(u(rng) * 6);
     for (int o = 0; o < objects; ++o) {
-      const float w = 4 + u(rng) * (u(rng) < 0.5f ? 30 : 200), h = 4 + u(rng) * (u(rng) < 0.5f ? 30 : 200);
-      const float x = u(rng) * 400, y = u(rng) * 400;
+      float w = 4 + u(rng) * (u(rng) < 0.5f ? 30 : 200), h = 4 + u(rng) * (u(rng) < 0.5f ? 30 : 200);
+      float x = u(rng) * 400, y = u(rng) * 400;
+      int cat = 1 + static_cast<int>(u(rng) * 5);
+      if (o > 0 && u(rng) < 0.4f) {  // an overlapping neighbour of the same category: contested matches
+        const CocoGroundTruth& prev = s.gts.back();
+        x = prev.box[0] + (u(rng) - 0.5f) * 0.3f * prev.box[2];
+        y = prev.box[1] + (u(rng) - 0.5f) * 0.3f * prev.box[3];
+        cat = static_cast<int>(prev.category_id);
+        w = prev.box[2] * (0.85f + 0.3f * u(rng));
+        h = prev.box[3] * (0.85f + 0.3f * u(rng));
+      }
       const float area = u(rng) < 0.2f ? w * h * (0.3f + u(rng)) : w * h;
-      s.gts.push_back(gt(1 + static_cast<int>(u(rng) * 5), x, y, w, h, area, u(rng) < 0.08f));
+      s.gts.push_back(gt(cat, x, y, w, h, area, u(rng) < 0.08f));
     }
     if (i % 13 != 5) {
       for (const auto& g : s.gts) {
