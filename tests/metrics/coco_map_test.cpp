@@ -482,7 +482,8 @@ TEST(CocoMap, ScalesToManyDetections) {
   const auto t0 = std::chrono::steady_clock::now();
   const CocoResult r = ev.compute();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("2000 images, %lld detections evaluated: %.2f s, mAP %.4f\n", static_cast<long long>(r.detections), s, r.map());
+  std::printf("%lld images, %lld detections evaluated: %.2f s, mAP %.4f\n", static_cast<long long>(r.images),
+              static_cast<long long>(r.detections), s, r.map());
   EXPECT_EQ(r.images, 2000);
   EXPECT_GT(r.map(), 0.0);
   EXPECT_LT(s, 60.0);
