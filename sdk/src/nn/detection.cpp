@@ -9,9 +9,11 @@
 // then the greedy sweep that suppresses every later box of IoU > threshold. A CUDA input is
 // copied to the host first. The IoU is computed in f32 in torchvision's order and compared in
 // double with the threshold (torchvision's kernel takes the threshold as a double), so the kept
-// indices are torchvision's exactly. batched_nms follows torchvision's CPU switch: the
-// coordinate-offset trick up to 1000 boxes, per-class NMS above (the offsets change the f32
-// coordinates, so the two paths can differ on IoUs within an ulp of the threshold).
+// indices are torchvision's exactly. batched_nms follows torchvision's CPU switch (MLPerf's copy,
+// ssd/model/boxes.py, uses it on every device): the coordinate-offset trick up to 1000 boxes,
+// per-class NMS above (the offsets change the f32 coordinates, so the two paths can differ on
+// IoUs within an ulp of the threshold). Where torchvision sorts unstably (the per-class path's
+// final sort, topk in post-processing), equal scores come out here in index order.
 
 #include "benchhost/nn/detection.hpp"
 

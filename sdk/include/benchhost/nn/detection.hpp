@@ -36,8 +36,10 @@
 /// Ownership: outputs are new tensors; inputs are never modified.
 /// Threading: every function may be called from several threads at once.
 /// Errors: a shape, dtype or device mismatch throws InvalidArgument naming the function and the
-/// shapes; a matched index outside [-2, G) or a GT label outside [0, K) throws DataError naming
-/// the value and its position.
+/// shapes; a matched index outside [-2, G) or a GT label outside [0, K) (every GT's label is
+/// checked) throws DataError naming the value and its position. On CUDA the forward losses check
+/// (they return host values and synchronise anyway); the backward kernels do not synchronise to
+/// check, and treat such an anchor as ignored (zero gradient).
 
 #include <array>
 #include <cstdint>
