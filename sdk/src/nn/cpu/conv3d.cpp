@@ -35,6 +35,7 @@ using conv_detail::make_reorder;
 using conv_detail::onednn_impl;
 using conv_detail::PrimitiveCache;
 using conv_detail::run_reorder;
+using conv_detail::Staged;
 using conv_detail::vec_md;
 using conv_detail::wrap;
 using dnnl::memory;
@@ -248,36 +249,6 @@ std::string prim_key(const char* op, const Conv3dGeometry& g, const Conv3dSpec& 
                      bias ? 1 : 0);
 }
 
-/// A user buffer bound to the format a primitive wants: the user's own memory, or a scratch
-/// copy reordered in before (inputs) or out after (outputs) the primitive runs.
-struct Staged {
-  memory::desc user_md, prim_md;
-  bool needs_reorder = false;
-  dnnl::reorder to_prim, from_prim;
-
-  void init(const memory::desc& user, const memory::desc& prim, bool in, bool out,
-            bool accumulate_out = false, bool force = false) {
-    user_md = user;
-    prim_md = prim;
-    needs_reorder = force || !(user == prim);
-    if (needs_reorder && in) to_prim = make_reorder(user, prim);
-    if (needs_reorder && out) from_prim = make_reorder(prim, user, accumulate_out);
-  }
-  memory input(const Tensor& t, Tensor& scratch) {
-    if (!needs_reorder) return memory(user_md, cpu_engine(), t.raw_data());
-    scratch = bytes_tensor(prim_md);
-    run_reorder(to_prim, user_md, t.raw_data(), prim_md, scratch.raw_data());
-    return memory(prim_md, cpu_engine(), scratch.raw_data());
-  }
-  memory output(const Tensor& t, Tensor& scratch) {
-    if (!needs_reorder) return memory(user_md, cpu_engine(), t.raw_data());
-    scratch = bytes_tensor(prim_md);
-    return memory(prim_md, cpu_engine(), scratch.raw_data());
-  }
-  void finish(const Tensor& t, const Tensor& scratch) {
-    if (needs_reorder) run_reorder(from_prim, prim_md, scratch.raw_data(), user_md, t.raw_data());
-  }
-};
 
 struct Geometry3 {
   memory::dims strides, dilates, pad;

@@ -124,4 +124,36 @@ inline void run_reorder(dnnl::reorder& r, const dnnl::memory::desc& src_md, void
   r.execute(cpu_stream(), {{DNNL_ARG_FROM, s}, {DNNL_ARG_TO, d}});
 }
 
+/// A user buffer bound to the format a primitive wants: the user's own memory, or a scratch
+/// copy reordered in before (inputs) or out after (outputs) the primitive runs (the 2-d and 3-d
+/// convolutions alike).
+struct Staged {
+  dnnl::memory::desc user_md, prim_md;
+  bool needs_reorder = false;
+  dnnl::reorder to_prim, from_prim;
+
+  void init(const dnnl::memory::desc& user, const dnnl::memory::desc& prim, bool in, bool out,
+            bool accumulate_out = false, bool force = false) {
+    user_md = user;
+    prim_md = prim;
+    needs_reorder = force || !(user == prim);
+    if (needs_reorder && in) to_prim = make_reorder(user, prim);
+    if (needs_reorder && out) from_prim = make_reorder(prim, user, accumulate_out);
+  }
+  dnnl::memory input(const Tensor& t, Tensor& scratch) {
+    if (!needs_reorder) return dnnl::memory(user_md, cpu_engine(), t.raw_data());
+    scratch = bytes_tensor(prim_md);
+    run_reorder(to_prim, user_md, t.raw_data(), prim_md, scratch.raw_data());
+    return dnnl::memory(prim_md, cpu_engine(), scratch.raw_data());
+  }
+  dnnl::memory output(const Tensor& t, Tensor& scratch) {
+    if (!needs_reorder) return dnnl::memory(user_md, cpu_engine(), t.raw_data());
+    scratch = bytes_tensor(prim_md);
+    return dnnl::memory(prim_md, cpu_engine(), scratch.raw_data());
+  }
+  void finish(const Tensor& t, const Tensor& scratch) {
+    if (needs_reorder) run_reorder(from_prim, prim_md, scratch.raw_data(), user_md, t.raw_data());
+  }
+};
+
 }  // namespace benchhost::nn::conv_detail
