@@ -82,6 +82,12 @@ struct Reader {
     if (!std::isfinite(d)) fail(p, "not a finite number");
     return d;
   }
+  // A number stored as float (boxes, polygons): finite doubles beyond float range are refused.
+  float single(const json& v, const Path& p) const {
+    const double d = number(v, p);
+    if (std::fabs(d) > 3.0e38) fail(p, "out of float range");
+    return static_cast<float>(d);
+  }
   // An integer, also written as an integral float.
   std::int64_t integer(const json& v, const Path& p) const {
     if (v.is_number_integer() && !v.is_number_unsigned()) return v.get<std::int64_t>();
@@ -172,7 +178,7 @@ struct Reader {
         fail(pp, fmt::format("a polygon needs an even number >= 6 of coordinates, found {}", poly.size()));
       std::vector<float> xy;
       xy.reserve(poly.size());
-      for (std::size_t i = 0; i < poly.size(); ++i) xy.push_back(static_cast<float>(number(poly[i], pp.at(i))));
+      for (std::size_t i = 0; i < poly.size(); ++i) xy.push_back(single(poly[i], pp.at(i)));
       s.polygons.push_back(std::move(xy));
     }
     return s;
@@ -187,11 +193,7 @@ struct Reader {
     const Path bp = p.key("bbox");
     const json& bbox = array(member(v, p, "bbox"), bp);
     if (bbox.size() != 4) fail(bp, fmt::format("expected [x, y, w, h], found {} values", bbox.size()));
-    for (int i = 0; i < 4; ++i) {
-      const double d = number(bbox[i], bp.at(i));
-      if (std::fabs(d) > 3.0e38) fail(bp.at(i), "out of float range");
-      a.bbox[i] = static_cast<float>(d);
-    }
+    for (int i = 0; i < 4; ++i) a.bbox[i] = single(bbox[i], bp.at(i));
     if (a.bbox[2] < 0) fail(bp.at(2), fmt::format("negative width {}", a.bbox[2]));
     if (a.bbox[3] < 0) fail(bp.at(3), fmt::format("negative height {}", a.bbox[3]));
     if (const json* area = optional_member(v, "area")) a.area = number(*area, p.key("area"));
