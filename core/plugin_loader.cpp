@@ -334,6 +334,7 @@ bh_run_info WorkloadInstance::setup(const bh_run_context& ctx) {
   // bytes it left there.
   if (!BH_STRUCT_HAS_FIELD(info.struct_size, bh_run_info, metric_target)) info.metric_target = 0;
   if (!BH_STRUCT_HAS_FIELD(info.struct_size, bh_run_info, eval_start_samples)) info.eval_start_samples = 0;
+  if (!BH_STRUCT_HAS_FIELD(info.struct_size, bh_run_info, train_samples)) info.train_samples = 0;
   return info;
 }
 

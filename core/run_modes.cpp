@@ -340,7 +340,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
       }
       bus.mllog("POINT_IN_TIME", it.key(), it.value());
     }
-    bus.mllog("POINT_IN_TIME", "train_samples", info.samples_per_epoch);
+    bus.mllog("POINT_IN_TIME", "train_samples", info.train_samples > 0 ? info.train_samples : info.samples_per_epoch);
     bus.mllog("POINT_IN_TIME", "eval_samples", info.eval_samples);
     w.synchronize();
     bus.mllog("INTERVAL_END", "init_stop", nullptr);

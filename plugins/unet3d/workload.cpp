@@ -250,6 +250,7 @@ RunInfo UNet3dWorkload::run_info() const {
   info.samples_per_epoch = data_.samples_per_epoch;
   info.eval_every_samples = eval_every_epochs_ * data_.samples_per_epoch;
   info.eval_start_samples = start_eval_epoch_ * data_.samples_per_epoch;
+  info.train_samples = data_.train_cases;  // closed_unet3d.yaml: 168, whatever an epoch drops
   info.global_batch_size = batch_size_ * ctx_.world_size;
   info.max_epochs = o.get_int("epochs");
   const auto p = o.get_int_list("patch-size");

@@ -154,8 +154,17 @@ TEST(RunModes, EvaluationStartsWhereTheWorkloadSays) {
   for (std::size_t k = 0; k < rec.evals.size(); ++k)
     EXPECT_EQ(rec.evals[k].samples_trained, static_cast<std::int64_t>(640 + 128 * k));
   std::size_t eval_events = 0;
-  for (const auto& e : r.mllog) eval_events += e.key == "eval_accuracy";
+  for (const auto& e : r.mllog) {
+    eval_events += e.key == "eval_accuracy";
+    if (e.key == "train_samples") EXPECT_EQ(e.value, 512);  // one epoch, when the workload says nothing
+  }
   EXPECT_EQ(eval_events, rec.evals.size());
+  // bh_run_info.train_samples (ABI 1.3): the dataset's count where an epoch drops a partial batch.
+  InProcessRun counted = run_in_process("toy", {"--seed", "7", "--toy.mllog-train-samples", "515"});
+  bool logged = false;
+  for (const auto& e : counted.mllog)
+    if (e.key == "train_samples") logged = e.value == 515;
+  EXPECT_TRUE(logged);
   // Per-epoch evaluation (eval-every 0) skips the epoch ends before the start too.
   InProcessRun epochs = run_in_process("toy", {"--toy.lr", "0.0001", "--toy.max-epochs", "3", "--toy.eval-every", "0",
                                                "--toy.eval-start", "1024"});

@@ -50,6 +50,7 @@ class ToyWorkload : public benchhost::Workload {
                  float_option("noise", 0.03, "standard deviation of the label noise").at_least(0),
                  int_option("eval-every", 128, "evaluate every N training samples (0 = each epoch)").at_least(0).in("samples"),
                  int_option("eval-start", 0, "no evaluation before N training samples").at_least(0).in("samples"),
+                 int_option("mllog-train-samples", 0, "MLLOG train_samples (0 = one epoch's)").at_least(0).in("samples"),
                  int_option("max-epochs", 20, "give up (aborted) after this many epochs").at_least(1).in("epochs"),
                  int_option("data-seed", 1234, "seed of the planted problem")};
     return i;
@@ -87,6 +88,7 @@ class ToyWorkload : public benchhost::Workload {
     r.samples_per_epoch = n_train;
     r.eval_every_samples = o.get_int("eval-every");
     r.eval_start_samples = o.get_int("eval-start");
+    r.train_samples = o.get_int("mllog-train-samples");
     r.global_batch_size = batch_;
     r.max_epochs = o.get_int("max-epochs");
     r.train_flops_per_sample = 4.0 * static_cast<double>(d_);  // forward dot + gradient

@@ -273,6 +273,7 @@ TEST(UNet3dWorkload, TrainsAndEvaluatesOnGeneratedVolumes) {
   EXPECT_EQ(info.eval_samples, 2);
   EXPECT_EQ(info.eval_every_samples, 4);
   EXPECT_EQ(info.eval_start_samples, 8);  // start-eval-at 2 passes over 4 cases
+  EXPECT_EQ(info.train_samples, 4);
   EXPECT_GT(info.train_flops_per_sample, 0);
   w.begin_epoch(0);
   for (int s = 0; s < 4; ++s) {

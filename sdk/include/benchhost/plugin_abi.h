@@ -33,7 +33,8 @@ extern "C" {
 #define BENCHHOST_ABI_MAJOR 1
 /* History: 1.0 first release; 1.1 appended bh_run_info.metric_target; 1.2 appended
  * bh_step_result.loss_scale and update_skipped (mixed-precision step outcomes); 1.3 appended
- * bh_run_info.eval_start_samples (no evaluation before a given point, e.g. 3D U-Net's epoch 1000). */
+ * bh_run_info.eval_start_samples (no evaluation before a given point, e.g. 3D U-Net's epoch 1000)
+ * and bh_run_info.train_samples (the MLLOG's train_samples when it is not an epoch's samples). */
 #define BENCHHOST_ABI_MINOR 3
 #define BENCHHOST_PLUGIN_ENTRY_SYMBOL "benchhost_plugin_descriptor"
 
@@ -101,6 +102,10 @@ typedef struct bh_run_info {
      been seen; the evaluation points are still the multiples of eval_every_samples (or the epoch
      ends). 0 = from the first evaluation point. */
   int64_t eval_start_samples;
+  /* Since ABI 1.3: the value MLLOG's train_samples carries, when the benchmark counts it otherwise
+     than samples_per_epoch (3D U-Net: the 168 training cases, while an epoch at a global batch of
+     32 trains 160 of them). 0 = samples_per_epoch. */
+  int64_t train_samples;
 } bh_run_info;
 
 /* Filled by train_step and infer_step. The host zero-fills the struct and sets struct_size to its

@@ -110,6 +110,9 @@ struct RunInfo {
   /// points stay the multiples of eval_every_samples (or the epoch ends). 0 = none skipped.
   /// Since ABI 1.3.
   std::int64_t eval_start_samples = 0;
+  /// MLLOG's train_samples when the benchmark counts it otherwise than samples_per_epoch (the
+  /// dataset's size where an epoch drops a partial batch); 0 = samples_per_epoch. Since ABI 1.3.
+  std::int64_t train_samples = 0;
 };
 
 /// What one train_step (or infer_step) did. Aggregate: `return {batch, loss};` leaves the
@@ -240,6 +243,7 @@ struct PluginAdapter {
       if (BH_STRUCT_HAS_FIELD(host_size, bh_run_info, metric_target)) info->metric_target = r.metric_target;
       if (BH_STRUCT_HAS_FIELD(host_size, bh_run_info, eval_start_samples))
         info->eval_start_samples = r.eval_start_samples;
+      if (BH_STRUCT_HAS_FIELD(host_size, bh_run_info, train_samples)) info->train_samples = r.train_samples;
     });
   }
   static bh_status begin_epoch(bh_workload* w, std::int64_t e, bh_error* err) noexcept {
