@@ -8,6 +8,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <tuple>
 #include <map>
 #include <set>
 
@@ -84,6 +87,9 @@ TEST(RetinaNetModel, ReferenceParameterCounts) {
 }
 
 TEST(RetinaNetModel, TinyCountsAgree) {
+  // torchvision's count of the same pieces (retinanet_peer.py count with the tiny options).
+  EXPECT_EQ(count_parameters(tiny(nn::ImageLayout::nhwc)), 97974);
+  EXPECT_EQ(count_trainable_parameters(tiny(nn::ImageLayout::nhwc)), 96078);
   for (std::int64_t t : {0, 3, 5}) {
     RetinaNetConfig c = tiny(nn::ImageLayout::nhwc);
     c.trainable_layers = t;
@@ -112,53 +118,67 @@ TEST(RetinaNetModel, GridSizesAt800AndForwardMacs) {
     EXPECT_EQ(out.bbox_deltas[l].shape(), (Shape{1, want[l].first * want[l].second * 2, 4}));
   }
   EXPECT_EQ(anchors / 2 * 9, 120087);  // sum H*W*9 with the reference's 9 anchors
-  // The reference's MACs at 800x800: dominated by the head (the cls_logits conv alone on P3 is
-  // 10^4 * 256 * 2376 * 9 = 54.7 G); computed here by hand for P3's share.
-  const RetinaNet full(RetinaNetConfig{});
-  const double macs = full.forward_macs(800, 800);
-  EXPECT_GT(macs, 2.0e11);
-  EXPECT_LT(macs, 3.0e11);
+  // The reference's MACs at 800x800: 201,208,394,752, counted by forward hooks on every
+  // nn.Conv2d of the torchvision model (tools/peers/retinanet_peer.py macs --size 800,800);
+  // RetinaNetPeer.ForwardMacsMatchTorchvisionHooks checks other sizes and configs when torch is
+  // installed.
+  EXPECT_EQ(RetinaNet(RetinaNetConfig{}).forward_macs(800, 800), 201208394752.0);
 }
 
-// 13 -> 25 in the FPN at 800: the top-down path's upsampled P5 reads row 12 once (torch's rule):
-// with every FPN output conv zero and the lateral convs identity-like, P4's merged map shows it.
+void randomize(RetinaNet& m, std::uint64_t seed);
+
+// The nearest upsampling inside the FPN at an odd ratio, seen through the outputs: at 400x400
+// C5 is 13x13 and C4 25x25. With the lateral conv of C4 zero, the FPN output convs of P4 and P5
+// identities (centre tap), no head convs and bbox_reg passing channel j to every anchor's
+// coordinate j, the regression output at level P4 (y, x) equals P5's at (s(y), s(x)) exactly,
+// with s torch's rule: rows 22, 23 read row 11 and row 24 reads row 12.
 TEST(RetinaNetModel, OddUpsamplingInsideTheFpn) {
-  RetinaNetConfig c = tiny(nn::ImageLayout::nchw);
-  RetinaNet m(c);
-  m.initialize(3);
-  m.train(false);
-  // P4 = layer_blocks.1(inner_blocks.1(C4) + up(inner_blocks.2(C5))); zero inner_blocks.1, make
-  // layer_blocks.1 a 1x1-centred identity on channel 0 and inner_blocks.2 a bias-only map whose
-  // value depends on nothing: then use inner_blocks.2's weight to pass C5 channel 0 and compare.
-  for (nn::Parameter* p : m.parameters()) {
-    if (p->name == "backbone.fpn.inner_blocks.1.0.weight" || p->name == "backbone.fpn.inner_blocks.1.0.bias" ||
-        p->name == "backbone.fpn.layer_blocks.1.0.bias" || p->name == "backbone.fpn.inner_blocks.2.0.bias")
-      nn::init::zeros_(p->value);
-    if (p->name == "backbone.fpn.layer_blocks.1.0.weight") {
-      nn::init::zeros_(p->value);
-      for (std::int64_t o = 0; o < c.fpn_channels; ++o) p->value.data<float>()[((o * c.fpn_channels + o) * 3 + 1) * 3 + 1] = 1.0f;
+  for (nn::ImageLayout layout : {nn::ImageLayout::nchw, nn::ImageLayout::nhwc}) {
+    RetinaNetConfig c = tiny(layout);
+    c.head_convs = 0;
+    RetinaNet m(c);
+    randomize(m, 3);
+    const std::int64_t F = c.fpn_channels, A = c.num_anchors;
+    auto identity = [&](Tensor& w, std::int64_t out_per_in) {  // w [O, F, 3, 3]
+      nn::init::zeros_(w);
+      float* p = w.data<float>();
+      for (std::int64_t o = 0; o < w.size(0); ++o) p[((o * F + o / out_per_in) * 3 + 1) * 3 + 1] = 1.0f;
+    };
+    for (nn::Parameter* p : m.parameters()) {
+      const std::string& n = p->name;
+      if (n.rfind("backbone.fpn.inner_blocks.1.", 0) == 0 || n == "backbone.fpn.layer_blocks.1.0.bias" ||
+          n == "backbone.fpn.layer_blocks.2.0.bias" || n == "head.regression_head.bbox_reg.bias")
+        nn::init::zeros_(p->value);
+      if (n == "backbone.fpn.layer_blocks.1.0.weight" || n == "backbone.fpn.layer_blocks.2.0.weight")
+        identity(p->value, 1);
+      if (n == "head.regression_head.bbox_reg.weight") {  // output a*4 + j <- channel j
+        nn::init::zeros_(p->value);
+        float* w = p->value.data<float>();
+        for (std::int64_t a = 0; a < A; ++a)
+          for (std::int64_t j = 0; j < 4; ++j) w[(((a * 4 + j) * F + j) * 3 + 1) * 3 + 1] = 1.0f;
+      }
     }
+    m.train(false);
+    const HeadOutputs out = m.forward(random_tensor(nn::image_shape({1, 3, 400, 400}, layout), 4));
+    ASSERT_EQ(out.grid_sizes[1], (std::pair<std::int64_t, std::int64_t>{25, 25}));
+    ASSERT_EQ(out.grid_sizes[2], (std::pair<std::int64_t, std::int64_t>{13, 13}));
+    const Tensor& p4 = out.bbox_deltas[1];
+    const Tensor& p5 = out.bbox_deltas[2];
+    const std::int64_t rows[] = {0, 1, 2, 11, 12, 13, 21, 22, 23, 24};
+    const std::int64_t src[] = {0, 0, 1, 5, 6, 6, 10, 11, 11, 12};  // torch: floor(d * float(13/25))
+    for (std::size_t r = 0; r < 10; ++r)
+      for (std::size_t q = 0; q < 10; ++q)
+        for (std::int64_t a = 0; a < A; ++a)
+          for (std::int64_t j = 0; j < 4; ++j)
+            ASSERT_EQ(p4.item({0, (rows[r] * 25 + rows[q]) * A + a, j}), p5.item({0, (src[r] * 13 + src[q]) * A + a, j}))
+                << nn::image_layout_name(layout) << " P4 (" << rows[r] << ", " << rows[q] << ")";
+    // Rows 11 and 12 of P5 differ, so reading 11 (torch) rather than 12 (the half-pixel rule,
+    // floor((23 + 0.5) * 13 / 25) = 12) for P4's row 23 is a visible choice.
+    bool differs = false;
+    for (std::int64_t x = 0; x < 13; ++x)
+      differs |= p5.item({0, (11 * 13 + x) * A, 0}) != p5.item({0, (12 * 13 + x) * A, 0});
+    EXPECT_TRUE(differs);
   }
-  // Images of 800x800 give C5 25x25 and C4 50x50; the model's P4 is the upsample of
-  // inner_blocks.2(C5) (2x, exact). For 13 -> 25 use 400x400 images: C5 13x13, C4 25x25.
-  const Tensor img = random_tensor({1, 3, 400, 400}, 4);
-  const HeadOutputs out = m.forward(img);
-  ASSERT_EQ(out.grid_sizes[1], (std::pair<std::int64_t, std::int64_t>{25, 25}));
-  ASSERT_EQ(out.grid_sizes[2], (std::pair<std::int64_t, std::int64_t>{13, 13}));
-  // Rows 22 and 23 of P4 read P5-level row 11, row 24 reads row 12: with the head bypassed we
-  // check it on the head's input through a second model path: the regression output is a
-  // function of P4 only through the shared head, so rows with the same source agree exactly.
-  const Tensor box = out.bbox_deltas[1];  // [1, 25*25*2, 4], (y, x, a) order
-  auto at = [&](std::int64_t y, std::int64_t x, std::int64_t a, std::int64_t j) {
-    return box.item({0, (y * 25 + x) * 2 + a, j});
-  };
-  // The head's 3x3 convs see neighbours, so compare interior rows whose 5-row neighbourhoods
-  // (two 3x3 convs) read the same source rows: 2k and 2k+1 differ in general, but the rows
-  // 0..25 map 0,0,1,1,...; rows 22, 23 (source 11, 11) vs 24 (source 12) at the bottom edge.
-  bool any_diff = false;
-  for (std::int64_t x = 2; x < 23; ++x)
-    for (std::int64_t j = 0; j < 4; ++j) any_diff |= at(24, x, 0, j) != at(23, x, 0, j);
-  EXPECT_TRUE(any_diff);
 }
 
 // Set every parameter and FrozenBN buffer to well-scaled random values (initialize()'s head
@@ -368,7 +388,27 @@ bool python_has_torchvision() {
   return std::system("/usr/bin/python3 -c 'import torch, torchvision' > /dev/null 2>&1") == 0;
 }
 
-void compare_with_peer(const RetinaNetConfig& c, std::int64_t n, std::int64_t hw, const char* tag) {
+std::string peer_options(const RetinaNetConfig& c) {
+  return fmt::format("--blocks {},{},{},{} --groups {} --width-per-group {} --stem-channels {} --fpn-channels {} "
+                     "--num-classes {} --num-anchors {} --head-convs {} --trainable-layers {}",
+                     c.blocks[0], c.blocks[1], c.blocks[2], c.blocks[3], c.groups, c.width_per_group,
+                     c.stem_channels, c.fpn_channels, c.num_classes, c.num_anchors, c.head_convs, c.trainable_layers);
+}
+
+double rel_l2(const Tensor& a, const Tensor& b) {
+  const std::vector<float> va = a.to_float_vector(), vb = b.to_float_vector();
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < va.size(); ++i) {
+    num += (double(va[i]) - vb[i]) * (double(va[i]) - vb[i]);
+    den += double(vb[i]) * vb[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// Our forward against the peer's; with `backward`, also every trainable parameter's gradient
+// from the same random output gradients (autograd there, our explicit backward here).
+void compare_with_peer(const RetinaNetConfig& c, std::int64_t n, std::int64_t hw, const char* tag,
+                       bool backward = false) {
   const fs::path dir = fs::temp_directory_path() / fmt::format("bh_retinanet_peer_{}_{}", tag, ::getpid());
   fs::create_directories(dir);
   RetinaNet m(c);
@@ -381,10 +421,8 @@ void compare_with_peer(const RetinaNetConfig& c, std::int64_t n, std::int64_t hw
   const fs::path script = fs::path(BENCHHOST_SOURCE_DIR) / "tools" / "peers" / "retinanet_peer.py";
   const std::string out_path = (dir / "out.bhw").string();
   const std::string cmd = fmt::format(
-      "/usr/bin/python3 '{}' forward --weights '{}' --images '{}' --out '{}' --blocks {} --groups {} "
-      "--width-per-group {} --stem-channels {} --fpn-channels {} --num-classes {} --num-anchors {} --head-convs {}",
-      script.string(), weights, images_path, out_path, fmt::format("{},{},{},{}", c.blocks[0], c.blocks[1], c.blocks[2], c.blocks[3]),
-      c.groups, c.width_per_group, c.stem_channels, c.fpn_channels, c.num_classes, c.num_anchors, c.head_convs);
+      "/usr/bin/python3 '{}' forward --weights '{}' --images '{}' --out '{}' {}", script.string(), weights,
+      images_path, out_path, peer_options(c));
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::map<std::string, Tensor> peer;
   for (auto& t : nn::load_tensors(out_path)) peer[t.name] = t.tensor;
@@ -407,18 +445,77 @@ void compare_with_peer(const RetinaNetConfig& c, std::int64_t n, std::int64_t hw
       EXPECT_LT(std::sqrt(num / std::max(den, 1e-30)), 1e-4) << tag << " " << name;
     }
   }
+  if (backward) {
+    m.train(true);
+    const HeadOutputs o = m.forward(input);
+    std::vector<Tensor> dcls, dbox;
+    std::vector<nn::NamedTensor> grads;
+    for (std::size_t l = 0; l < 5; ++l) {
+      dcls.push_back(random_tensor(o.cls_logits[l].shape(), 300 + l));
+      dbox.push_back(random_tensor(o.bbox_deltas[l].shape(), 400 + l));
+      grads.push_back({fmt::format("cls_logits.{}", l), dcls.back()});
+      grads.push_back({fmt::format("bbox_regression.{}", l), dbox.back()});
+    }
+    m.zero_grad();
+    m.backward(dcls, dbox);
+    const std::string grads_path = (dir / "grads.bhw").string(), pgrads_path = (dir / "param_grads.bhw").string();
+    nn::save_tensors(grads_path, grads);
+    const std::string bcmd = fmt::format(
+        "/usr/bin/python3 '{}' backward --weights '{}' --images '{}' --grads '{}' --out '{}' {}", script.string(),
+        weights, images_path, grads_path, pgrads_path, peer_options(c));
+    ASSERT_EQ(std::system(bcmd.c_str()), 0) << bcmd;
+    std::map<std::string, Tensor> pg;
+    for (auto& t : nn::load_tensors(pgrads_path)) pg[t.name] = t.tensor;
+    std::set<std::string> trainable;
+    for (nn::Parameter* p : m.trainable_parameters()) trainable.insert(p->name);
+    EXPECT_EQ(pg.size(), trainable.size());
+    for (nn::Parameter* p : m.parameters()) {
+      if (!trainable.count(p->name)) {
+        EXPECT_FALSE(pg.count(p->name)) << p->name << " is frozen here but trained by the peer";
+        EXPECT_EQ(benchhost::testing::max_abs_diff(p->grad, Tensor::zeros(p->grad.shape())), 0.0) << p->name;
+        continue;
+      }
+      ASSERT_TRUE(pg.count(p->name)) << p->name;
+      EXPECT_LT(rel_l2(p->grad, pg[p->name]), 1e-3) << tag << " gradient of " << p->name;
+    }
+  }
   fs::remove_all(dir);
 }
 
 TEST(RetinaNetPeer, TinyConfigMatchesTorchvision) {
   if (!python_has_torchvision()) GTEST_SKIP() << "/usr/bin/python3 has no torch/torchvision: peer comparison skipped";
-  compare_with_peer(tiny(nn::ImageLayout::nhwc), 2, 96, "tiny_nhwc");
-  compare_with_peer(tiny(nn::ImageLayout::nchw), 2, 80, "tiny_nchw");
+  // 96: C5 3 -> C4 6 -> C3 12; 80: C5 3 -> C4 5 (an odd ratio) -> C3 10.
+  compare_with_peer(tiny(nn::ImageLayout::nhwc), 2, 96, "tiny_nhwc", true);
+  compare_with_peer(tiny(nn::ImageLayout::nchw), 2, 80, "tiny_nchw", true);
+  RetinaNetConfig all = tiny(nn::ImageLayout::nhwc);
+  all.trainable_layers = 5;
+  compare_with_peer(all, 1, 64, "tiny_all_trainable", true);
+  RetinaNetConfig none = tiny(nn::ImageLayout::nchw);
+  none.trainable_layers = 0;
+  compare_with_peer(none, 1, 64, "tiny_backbone_frozen", true);
 }
 
-TEST(RetinaNetPeer, FullModelAt128MatchesTorchvision) {
+TEST(RetinaNetPeer, ForwardMacsMatchTorchvisionHooks) {
   if (!python_has_torchvision()) GTEST_SKIP() << "/usr/bin/python3 has no torch/torchvision: peer comparison skipped";
-  compare_with_peer(RetinaNetConfig{}, 1, 128, "full");
+  const fs::path script = fs::path(BENCHHOST_SOURCE_DIR) / "tools" / "peers" / "retinanet_peer.py";
+  const fs::path out = fs::temp_directory_path() / fmt::format("bh_retinanet_macs_{}.json", ::getpid());
+  for (const auto& [c, h, w] : {std::tuple{tiny(nn::ImageLayout::nhwc), 120, 200}, std::tuple{RetinaNetConfig{}, 333, 257}}) {
+    const std::string cmd = fmt::format("/usr/bin/python3 '{}' macs --size {},{} {} > '{}'", script.string(), h, w,
+                                        peer_options(c), out.string());
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::ifstream in(out);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto pos = text.find(':');
+    ASSERT_NE(pos, std::string::npos) << text;
+    EXPECT_EQ(RetinaNet(c).forward_macs(h, w), std::stod(text.substr(pos + 1))) << h << "x" << w;
+  }
+  fs::remove(out);
+}
+
+TEST(RetinaNetPeer, FullModelAt120MatchesTorchvision) {
+  if (!python_has_torchvision()) GTEST_SKIP() << "/usr/bin/python3 has no torch/torchvision: peer comparison skipped";
+  // 120x120: C3 15, C4 8, C5 4, so the top-down path upsamples 4 -> 8 and 8 -> 15.
+  compare_with_peer(RetinaNetConfig{}, 1, 120, "full", true);
 }
 
 }  // namespace
