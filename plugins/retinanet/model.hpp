@@ -121,7 +121,6 @@ class RetinaNet : public nn::Module {
   std::vector<nn::Parameter*> trainable_parameters();
 
  private:
-  struct SavedConv;  // defined in model.cpp
   Tensor conv(nn::Conv2d& c, const Tensor& x) const;
   Tensor head_output(const Tensor& y, std::int64_t per_anchor) const;
   Tensor head_grad(const Tensor& d, std::int64_t h, std::int64_t w, std::int64_t per_anchor) const;
@@ -147,7 +146,6 @@ class RetinaNet : public nn::Module {
   Tensor p5_, relu_p6_;
   std::vector<std::vector<Tensor>> cls_acts_, box_acts_;  // per level: tower input, each ReLU output
   std::vector<std::pair<std::int64_t, std::int64_t>> grids_;
-  Tensor stem_pool_in_, stem_pool_out_;
   bool have_forward_ = false;
 };
 
