@@ -1,0 +1,200 @@
+#!/usr/bin/python3
+"""PyTorch peer of the RetinaNet model (plugins/retinanet/model.hpp): torchvision 0.14's pieces
+assembled as the MLPerf reference assembles them, for the forward comparison test
+(tests/retinanet/model_test.cpp).
+
+    retinanet_peer.py forward --weights W.bhw --images X.bhw --out O.bhw [model options]
+        load a benchhost weights file (torchvision RetinaNet state_dict names: backbone.body.*,
+        backbone.fpn.*, head.*) with load_state_dict(strict=True), run the images ("images",
+        NCHW f32) through backbone + FPN + head in eval mode, and write per level l (P3..P7)
+        "cls_logits.l" [N, H*W*A, K] and "bbox_regression.l" [N, H*W*A, 4] in torchvision's
+        (y, x, anchor) order, and "grid.l" (i64 [2]: H, W).
+    retinanet_peer.py backward --weights W.bhw --images X.bhw --grads G.bhw --out O.bhw [options]
+        the same forward, then autograd from the output gradients in G ("cls_logits.l",
+        "bbox_regression.l"); writes the gradient of every trainable parameter under its name
+        (frozen ones, requires_grad False per --trainable-layers, are absent).
+    retinanet_peer.py macs --size H,W [model options]
+        multiply-accumulates of every convolution for one H x W image (forward hooks), as JSON.
+    retinanet_peer.py count [model options]
+        print the parameter counts (all, trainable with trainable_layers) as JSON.
+
+Model options: --blocks 3,4,6,3 --groups 32 --width-per-group 4 --stem-channels 64
+--fpn-channels 256 --num-classes 264 --num-anchors 9 --head-convs 4 --trainable-layers 3.
+
+The body is torchvision's resnext50_32x4d (norm_layer=FrozenBatchNorm2d) for the reference
+configuration; a scaled configuration builds the same structure by hand from torchvision's
+Bottleneck (planes stem * 2^s, base_width chosen so that the grouped width is
+width_per_group * groups * 2^s). The FPN is torchvision's BackboneWithFPN over layer2..4 with
+LastLevelP6P7(F, F) (P6 from P5), the head RetinaNetHead, its towers rebuilt with
+Conv2dNormActivation when head_convs is not 4.
+
+Run with Debian's /usr/bin/python3 (python3-torch, python3-torchvision).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import weights  # noqa: E402
+
+from torchvision.models import resnext50_32x4d  # noqa: E402
+from torchvision.models.detection.backbone_utils import BackboneWithFPN  # noqa: E402
+from torchvision.models.detection.retinanet import RetinaNetHead  # noqa: E402
+from torchvision.models.resnet import Bottleneck  # noqa: E402
+from torchvision.ops.feature_pyramid_network import LastLevelP6P7  # noqa: E402
+from torchvision.ops.misc import Conv2dNormActivation, FrozenBatchNorm2d  # noqa: E402
+
+
+class ScaledResNeXt(nn.Module):
+    """torchvision's ResNet structure and names with a chosen stem width and group width."""
+
+    def __init__(self, blocks, groups, width_per_group, stem):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, stem, kernel_size=7, stride=2, padding=3, bias=False)
+        self.bn1 = FrozenBatchNorm2d(stem)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        base_width = 64.0 * width_per_group / stem
+        inplanes = stem
+        for s, n in enumerate(blocks):
+            planes = stem << s
+            stride = 1 if s == 0 else 2
+            layers = []
+            for b in range(n):
+                st = stride if b == 0 else 1
+                downsample = None
+                if st != 1 or inplanes != planes * 4:
+                    downsample = nn.Sequential(nn.Conv2d(inplanes, planes * 4, 1, stride=st, bias=False),
+                                               FrozenBatchNorm2d(planes * 4))
+                block = Bottleneck(inplanes, planes, st, downsample, groups, base_width, 1, FrozenBatchNorm2d)
+                assert block.conv2.out_channels == (width_per_group * groups) << s, "grouped width"
+                layers.append(block)
+                inplanes = planes * 4
+            setattr(self, f"layer{s + 1}", nn.Sequential(*layers))
+
+
+class RetinaNetPieces(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        blocks = [int(b) for b in a.blocks.split(",")]
+        reference = (blocks == [3, 4, 6, 3] and a.groups == 32 and a.width_per_group == 4
+                     and a.stem_channels == 64)
+        if reference:
+            body = resnext50_32x4d(weights=None, norm_layer=FrozenBatchNorm2d)
+        else:
+            body = ScaledResNeXt(blocks, a.groups, a.width_per_group, a.stem_channels)
+        F = a.fpn_channels
+        in_list = [(a.stem_channels << s) * 4 for s in (1, 2, 3)]
+        self.backbone = BackboneWithFPN(body, {"layer2": "0", "layer3": "1", "layer4": "2"}, in_list, F,
+                                        extra_blocks=LastLevelP6P7(F, F))
+        self.head = RetinaNetHead(F, a.num_anchors, a.num_classes)
+        if a.head_convs != 4:
+            for h in (self.head.classification_head, self.head.regression_head):
+                h.conv = nn.Sequential(*[Conv2dNormActivation(F, F, norm_layer=None) for _ in range(a.head_convs)])
+        # Freeze as torchvision's _resnet_fpn_extractor does.
+        train = ["layer4", "layer3", "layer2", "layer1", "conv1"][:a.trainable_layers]
+        for name, p in self.backbone.body.named_parameters():
+            if all(not name.startswith(t) for t in train):
+                p.requires_grad_(False)
+
+    def forward(self, images):
+        feats = list(self.backbone(images).values())
+        out = {}
+        for l, f in enumerate(feats):
+            out[f"cls_logits.{l}"] = self.head.classification_head([f])
+            out[f"bbox_regression.{l}"] = self.head.regression_head([f])
+            out[f"grid.{l}"] = torch.tensor([f.shape[-2], f.shape[-1]], dtype=torch.int64)
+        return out
+
+
+def cmd_forward(a):
+    model = RetinaNetPieces(a)
+    state = weights.to_torch(weights.load(a.weights))
+    model.load_state_dict(state, strict=True)
+    model.eval()
+    images = torch.from_numpy(np.array(weights.load(a.images)["images"])).float()
+    with torch.no_grad():
+        out = model(images)
+    weights.save(a.out, weights.from_torch(out))
+
+
+def cmd_backward(a):
+    model = RetinaNetPieces(a)
+    model.load_state_dict(weights.to_torch(weights.load(a.weights)), strict=True)
+    model.train()
+    images = torch.from_numpy(np.array(weights.load(a.images)["images"])).float()
+    grads = weights.to_torch(weights.load(a.grads))
+    out = model(images)
+    loss = sum((out[name] * g).sum() for name, g in grads.items())
+    loss.backward()
+    weights.save(a.out, weights.from_torch(
+        {n: p.grad for n, p in model.named_parameters() if p.requires_grad and p.grad is not None}))
+
+
+def cmd_macs(a):
+    model = RetinaNetPieces(a).eval()
+    total = [0]
+
+    def hook(mod, inp, out):
+        k = mod.kernel_size[0] * mod.kernel_size[1]
+        total[0] += out.numel() * (mod.in_channels // mod.groups) * k
+
+    for mod in model.modules():
+        if isinstance(mod, nn.Conv2d):
+            mod.register_forward_hook(hook)
+    h, w = (int(v) for v in a.size.split(","))
+    with torch.no_grad():
+        model(torch.zeros(1, 3, h, w))
+    print(json.dumps({"macs": total[0]}))
+
+
+def cmd_count(a):
+    model = RetinaNetPieces(a)
+    total = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    print(json.dumps({"parameters": total, "trainable": trainable}))
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("command", choices=["forward", "backward", "macs", "count"])
+    ap.add_argument("--size", default="800,800")
+    ap.add_argument("--grads")
+    ap.add_argument("--weights")
+    ap.add_argument("--images")
+    ap.add_argument("--out")
+    ap.add_argument("--blocks", default="3,4,6,3")
+    ap.add_argument("--groups", type=int, default=32)
+    ap.add_argument("--width-per-group", type=int, default=4)
+    ap.add_argument("--stem-channels", type=int, default=64)
+    ap.add_argument("--fpn-channels", type=int, default=256)
+    ap.add_argument("--num-classes", type=int, default=264)
+    ap.add_argument("--num-anchors", type=int, default=9)
+    ap.add_argument("--head-convs", type=int, default=4)
+    ap.add_argument("--trainable-layers", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0)
+    a = ap.parse_args(argv)
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    if a.command == "forward":
+        if not (a.weights and a.images and a.out):
+            ap.error("forward needs --weights, --images and --out")
+        cmd_forward(a)
+    elif a.command == "backward":
+        if not (a.weights and a.images and a.grads and a.out):
+            ap.error("backward needs --weights, --images, --grads and --out")
+        cmd_backward(a)
+    elif a.command == "macs":
+        cmd_macs(a)
+    else:
+        cmd_count(a)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
