@@ -220,9 +220,26 @@ def from_torch(state_dict):
     return out
 
 
+def from_torch_checkpoint(checkpoint, out):
+    """A PyTorch checkpoint (a state_dict, or a dict holding one under "model" / "state_dict") as a
+    benchhost weights file under the same names: e.g. torchvision's resnext50_32x4d-7cdf4587.pth
+    for retinanet.backbone-weights."""
+    import torch
+    state = torch.load(checkpoint, map_location="cpu")
+    for key in ("model", "state_dict"):
+        if isinstance(state, dict) and key in state and isinstance(state[key], dict):
+            state = state[key]
+    tensors = {k: v for k, v in state.items() if hasattr(v, "detach") and v.is_floating_point()}
+    save(out, from_torch(tensors))
+    print(f"{len(tensors)} tensors written to {out}")
+    return 0
+
+
 def main(argv):
+    if len(argv) == 4 and argv[1] == "from-torch":
+        return from_torch_checkpoint(argv[2], argv[3])
     if len(argv) != 3 or argv[1] != "list":
-        print("usage: weights.py list FILE", file=sys.stderr)
+        print("usage: weights.py list FILE | weights.py from-torch CHECKPOINT.pth OUT.bhw", file=sys.stderr)
         return 2
     total = 0
     for name, arr in load(argv[2], raw=True).items():
