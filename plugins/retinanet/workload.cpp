@@ -37,6 +37,7 @@ std::vector<OptionSpec> option_specs() {
       int_option("stem-channels", 64, "stem output channels").at_least(1).in("channels"),
       int_option("fpn-channels", 256, "FPN and head channels").at_least(1).in("channels"),
       int_option("head-convs", 4, "conv+ReLU layers per head").range(0, 8),
+      int_option("trainable-layers", 3, "backbone stages trained, from layer4 down (MLPerf: 3; 5 trains conv1 too)").range(0, 5),
       int_option("num-classes", 264, "classes (sigmoid, no background; OpenImages MLPerf: 264)").at_least(1),
       choice_option("layout", "nhwc", {"nhwc", "nchw"}, "activation layout (nhwc: channels last)"),
       int_option("image-size", 800, "images are resized to S x S (MLPerf: 800)").at_least(32).in("pixels"),
@@ -189,6 +190,7 @@ RetinaNetConfig RetinaNetWorkload::model_config(const Options& o) {
   c.stem_channels = o.get_int("stem-channels");
   c.fpn_channels = o.get_int("fpn-channels");
   c.head_convs = o.get_int("head-convs");
+  c.trainable_layers = o.get_int("trainable-layers");
   c.num_classes = o.get_int("num-classes");
   c.layout = nn::parse_image_layout(o.get_string("layout"));
   return c;
@@ -269,14 +271,14 @@ void RetinaNetWorkload::build_optimizer() {
   schedule_ = std::make_unique<IterationWarmupSchedule>(static_cast<float>(o.get_float("lr")), o.get_float("warmup-factor"),
                                                         warmup);
   optim::AdamOptions ao;  // beta 0.9/0.999, eps 1e-8, weight decay 0: torch.optim.Adam's defaults
-  optimizer_ = std::make_unique<optim::Adam>(model_->parameters(), ao);
+  optimizer_ = std::make_unique<optim::Adam>(model_->trainable_parameters(), ao);  // not the frozen conv1 and layer1
 }
 
 void RetinaNetWorkload::build_data_parallel() {
   if (ctx_.world_size <= 1) return;
   BH_CHECK_AS(InvalidArgument, ctx_.communicator != nullptr, "retinanet: world size {} but no communicator",
               ctx_.world_size);
-  data_parallel_ = std::make_unique<DataParallel>(model_->parameters(), *ctx_.communicator);
+  data_parallel_ = std::make_unique<DataParallel>(model_->trainable_parameters(), *ctx_.communicator);
 }
 
 void RetinaNetWorkload::log_hyperparameters() {

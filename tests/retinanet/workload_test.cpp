@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "benchhost/nn/detection.hpp"
+#include "benchhost/nn/ops.hpp"
 #include "workload.hpp"
 
 namespace {

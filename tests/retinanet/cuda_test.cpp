@@ -1,0 +1,66 @@
+// RetinaNet on CUDA against the same model on the CPU: from the same weights and batch, the head
+// outputs, the batch loss (anchors, matching, focal and L1 losses on the device) and a few Adam
+// steps must agree within fp32 tolerance. Skipped visibly without a GPU.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "benchhost/device.hpp"
+#include "benchhost/nn/detection.hpp"
+#include "benchhost/optim/optimizer.hpp"
+#include "common/gradcheck.hpp"
+#include "workload.hpp"
+
+namespace {
+
+using namespace benchhost;
+using namespace benchhost::retinanet;
+
+TEST(RetinaNetCuda, AdamStepsMatchTheCpu) {
+  std::string why;
+  if (!device_available(Device::cuda(0), &why)) GTEST_SKIP() << "no CUDA device: " << why;
+  RetinaNetConfig c;
+  c.blocks = {1, 1, 1, 1};
+  c.groups = 4;
+  c.width_per_group = 4;
+  c.stem_channels = 16;
+  c.fpn_channels = 32;
+  c.head_convs = 2;
+  c.num_classes = 4;
+  c.trainable_layers = 5;
+  const std::int64_t s = 128;
+  const Tensor images = benchhost::testing::random_tensor({2, s, s, 3}, 5, -2.0f, 2.0f);
+  const Tensor boxes = Tensor::from_vector({10, 12, 60, 70, 70, 20, 120, 64, 5, 5, 40, 40, 0, 0, 0, 0}, {2, 2, 4});
+  const Tensor labels = Tensor::from_vector_i64({1, 3, 2, -1}, {2, 2});
+  const Tensor counts = Tensor::from_vector_i64({2, 1}, {2});
+  nn::AnchorSpec spec = nn::retinanet_anchor_spec();
+  for (auto& sizes : spec.sizes)
+    for (double& v : sizes) v *= 0.5;
+  auto run = [&](Device device) {
+    RetinaNet model(c);
+    model.initialize(3);
+    model.to(device);
+    optim::Adam adam(model.trainable_parameters(), {});
+    std::vector<double> losses;
+    Tensor anchors;
+    for (int k = 0; k < 3; ++k) {
+      const HeadOutputs out = model.forward(images.to(device));
+      if (!anchors.defined()) anchors = nn::generate_anchors(spec, s, s, out.grid_sizes).to(device);
+      const BatchLoss l = retinanet_batch_loss(out, anchors, boxes.to(device), labels.to(device), counts, 1.0f);
+      model.backward(l.dcls, l.dbox);
+      adam.step(1e-3f);
+      adam.zero_grad();
+      losses.push_back(l.total());
+    }
+    std::vector<std::vector<float>> weights;
+    for (auto* p : model.trainable_parameters()) weights.push_back(p->value.to_float_vector());
+    return std::make_pair(losses, weights);
+  };
+  const auto cpu = run(Device::cpu());
+  const auto gpu = run(Device::cuda(0));
+  for (std::size_t k = 0; k < cpu.first.size(); ++k)
+    EXPECT_NEAR(gpu.first[k], cpu.first[k], 1e-4 * std::fabs(cpu.first[k]) + 1e-5) << "step " << k;
+  EXPECT_LE(benchhost::testing::relative_l2(gpu.second, cpu.second), 1e-4);
+}
+
+}  // namespace
