@@ -14,6 +14,7 @@
 #include "benchhost/data/idx.hpp"
 #include "benchhost/nn/serialize.hpp"
 #include "common/gradcheck.hpp"
+#include "common/shipped_configs.hpp"
 #include "imagenet_folder.hpp"
 #include "model.hpp"
 #include "workload.hpp"
@@ -411,40 +412,15 @@ TEST(ResNet50Workload, OutOfRangeOptionsAreRefusedWithTheirRange) {
   expect_refused({{"momentum", "1"}}, "allowed: a number in [0, 1)");
 }
 
-fs::path shipped_config(const std::string& name) {
-  return fs::path(BENCHHOST_SOURCE_DIR) / "configs" / "resnet50" / name;
-}
-
 // Note [ResNet options]: the defaults are the MLPerf closed reference, which mlperf.conf repeats
 // value for value (but for where the data lives).
 TEST(ResNet50Workload, DefaultsAreTheMlperfReference) {
-  const Options defaults = declared_options<ResNetWorkload>({});
-  const auto reference = plugin_values(read_config_file(shipped_config("mlperf.conf").string()), "resnet50");
-  for (const OptionSpec& spec : defaults.declaration()) {
-    if (spec.name == "data-dir" || !reference.count(spec.name)) continue;
-    SCOPED_TRACE(spec.name);
-    const Options given = declared_options<ResNetWorkload>({{spec.name, reference.at(spec.name)}});
-    if (spec.type == "float")
-      EXPECT_EQ(defaults.get_float(spec.name), given.get_float(spec.name));
-    else if (spec.type == "int-list")
-      EXPECT_EQ(defaults.get_int_list(spec.name), given.get_int_list(spec.name));
-    else if (spec.type == "int")
-      EXPECT_EQ(defaults.get_int(spec.name), given.get_int(spec.name));
-    else if (spec.type == "bool")
-      EXPECT_EQ(defaults.get_bool(spec.name), given.get_bool(spec.name));
-    else
-      EXPECT_EQ(defaults.get_string(spec.name), given.get_string(spec.name));
-  }
+  test_support::expect_defaults_are_mlperf_conf<ResNetWorkload>("resnet50", {"data-dir"});
 }
 
 // Every config shipped in configs/resnet50/ is allowed by the declaration.
 TEST(ResNet50Workload, ShippedConfigsAreAllowed) {
-  for (const char* name : {"mlperf.conf", "sgd.conf", "mini.conf"}) {
-    SCOPED_TRACE(name);
-    const auto entries = read_config_file(shipped_config(name).string());
-    const Options o = declared_options<ResNetWorkload>(plugin_values(entries, "resnet50"));
-    EXPECT_FALSE(o.values().empty());
-  }
+  test_support::expect_shipped_configs_allowed<ResNetWorkload>("resnet50", {"mlperf.conf", "sgd.conf", "mini.conf"});
 }
 
 // The rules tools/mllog_check.py checks a "resnet" MLLOG against: closed ResNet-50's 161 tensors,

@@ -10,6 +10,7 @@
 
 #include "benchhost/nn/detection.hpp"
 #include "benchhost/nn/ops.hpp"
+#include "common/shipped_configs.hpp"
 #include "workload.hpp"
 
 namespace {
@@ -28,33 +29,9 @@ TEST(RetinaNetSchedule, IterationWarmup) {
   EXPECT_EQ(IterationWarmupSchedule(1e-3f, 1e-3, 0).lr(0), 1e-3f);
 }
 
-fs::path shipped_config(const char* name) { return fs::path(BENCHHOST_SOURCE_DIR) / "configs" / "retinanet" / name; }
-
 TEST(RetinaNetWorkload, DefaultsAreTheMlperfReference) {
-  const Options defaults = declared_options<RetinaNetWorkload>({});
-  const auto reference = plugin_values(read_config_file(shipped_config("mlperf.conf").string()), "retinanet");
-  EXPECT_GE(reference.size(), 15u);
-  for (const OptionSpec& spec : defaults.declaration()) {
-    if (!reference.count(spec.name)) continue;
-    SCOPED_TRACE(spec.name);
-    const Options given = declared_options<RetinaNetWorkload>({{spec.name, reference.at(spec.name)}});
-    if (spec.type == "float")
-      EXPECT_EQ(defaults.get_float(spec.name), given.get_float(spec.name));
-    else if (spec.type == "int-list")
-      EXPECT_EQ(defaults.get_int_list(spec.name), given.get_int_list(spec.name));
-    else if (spec.type == "int")
-      EXPECT_EQ(defaults.get_int(spec.name), given.get_int(spec.name));
-    else if (spec.type == "bool")
-      EXPECT_EQ(defaults.get_bool(spec.name), given.get_bool(spec.name));
-    else
-      EXPECT_EQ(defaults.get_string(spec.name), given.get_string(spec.name));
-  }
-  for (const char* name : {"mlperf.conf", "mini.conf"}) {
-    SCOPED_TRACE(name);
-    const Options o =
-        declared_options<RetinaNetWorkload>(plugin_values(read_config_file(shipped_config(name).string()), "retinanet"));
-    EXPECT_FALSE(o.values().empty());
-  }
+  test_support::expect_defaults_are_mlperf_conf<RetinaNetWorkload>("retinanet");
+  test_support::expect_shipped_configs_allowed<RetinaNetWorkload>("retinanet", {"mlperf.conf", "mini.conf"});
 }
 
 TEST(RetinaNetWorkload, DeclaresTheMlperfRulesOfSsd) {

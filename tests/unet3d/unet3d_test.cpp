@@ -12,6 +12,7 @@
 #include "benchhost/nn/ops.hpp"
 #include "benchhost/nn/segmentation.hpp"
 #include "benchhost/random.hpp"
+#include "common/shipped_configs.hpp"
 #include "synthetic.hpp"
 #include "workload.hpp"
 
@@ -201,32 +202,9 @@ TEST(UNet3dSchedule, ReferenceWarmupByEpoch) {
   EXPECT_EQ(none.lr(0), 0.5f);
 }
 
-fs::path shipped_config(const char* name) { return fs::path(BENCHHOST_SOURCE_DIR) / "configs" / "unet3d" / name; }
-
 TEST(UNet3dWorkload, DefaultsAreTheMlperfReference) {
-  const Options defaults = declared_options<UNet3dWorkload>({});
-  const auto reference = plugin_values(read_config_file(shipped_config("mlperf.conf").string()), "unet3d");
-  EXPECT_GE(reference.size(), 15u);
-  for (const OptionSpec& spec : defaults.declaration()) {
-    if (!reference.count(spec.name)) continue;
-    SCOPED_TRACE(spec.name);
-    const Options given = declared_options<UNet3dWorkload>({{spec.name, reference.at(spec.name)}});
-    if (spec.type == "float")
-      EXPECT_EQ(defaults.get_float(spec.name), given.get_float(spec.name));
-    else if (spec.type == "int-list")
-      EXPECT_EQ(defaults.get_int_list(spec.name), given.get_int_list(spec.name));
-    else if (spec.type == "int")
-      EXPECT_EQ(defaults.get_int(spec.name), given.get_int(spec.name));
-    else if (spec.type == "bool")
-      EXPECT_EQ(defaults.get_bool(spec.name), given.get_bool(spec.name));
-    else
-      EXPECT_EQ(defaults.get_string(spec.name), given.get_string(spec.name));
-  }
-  for (const char* name : {"mlperf.conf", "mini.conf"}) {
-    SCOPED_TRACE(name);
-    const Options o = declared_options<UNet3dWorkload>(plugin_values(read_config_file(shipped_config(name).string()), "unet3d"));
-    EXPECT_FALSE(o.values().empty());
-  }
+  test_support::expect_defaults_are_mlperf_conf<UNet3dWorkload>("unet3d");
+  test_support::expect_shipped_configs_allowed<UNet3dWorkload>("unet3d", {"mlperf.conf", "mini.conf"});
 }
 
 TEST(UNet3dWorkload, DeclaresTheMlperfRulesOfUnet3d) {
