@@ -17,6 +17,10 @@ assembled as the MLPerf reference assembles them, for the forward comparison tes
         multiply-accumulates of every convolution for one H x W image (forward hooks), as JSON.
     retinanet_peer.py count [model options]
         print the parameter counts (all, trainable with trainable_layers) as JSON.
+    retinanet_peer.py bench --batch-size B --image-size S --anchor-scale F --iters N [model options]
+        time training steps as benchhost's `--mode train --synthetic` runs them: random images,
+        the same four boxes per image, torchvision's AnchorGenerator (sizes x F), Matcher and
+        RetinaNetHead.compute_loss (focal + L1), backward, Adam; print JSON with ms/step.
 
 Model options: --blocks 3,4,6,3 --groups 32 --width-per-group 4 --stem-channels 64
 --fpn-channels 256 --num-classes 264 --num-anchors 9 --head-convs 4 --trainable-layers 3.
@@ -49,6 +53,7 @@ from torchvision.models.detection.retinanet import RetinaNetHead  # noqa: E402
 from torchvision.models.resnet import Bottleneck  # noqa: E402
 from torchvision.ops.feature_pyramid_network import LastLevelP6P7  # noqa: E402
 from torchvision.ops.misc import Conv2dNormActivation, FrozenBatchNorm2d  # noqa: E402
+from torchvision.ops.boxes import box_iou  # noqa: E402
 
 
 class ScaledResNeXt(nn.Module):
@@ -161,9 +166,62 @@ def cmd_count(a):
     print(json.dumps({"parameters": total, "trainable": trainable}))
 
 
+def cmd_bench(a):
+    import time
+    from torchvision.models.detection import _utils as det_utils
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+    from torchvision.models.detection.image_list import ImageList
+    torch.manual_seed(0)
+    model = RetinaNetPieces(a)
+    model.train()
+    b, s, k = a.batch_size, a.image_size, a.num_classes
+    sizes = tuple(tuple(int(x * 2 ** (i / 3.0)) * a.anchor_scale for i in range(3)) for x in [32, 64, 128, 256, 512])
+    gen = AnchorGenerator(sizes, ((0.5, 1.0, 2.0),) * 5)
+    images = torch.rand(b, 3, s, s) * 4 - 2
+    targets = []
+    for i in range(b):
+        boxes = []
+        for j in range(4):
+            x, y = s * (0.05 + 0.2 * j), s * (0.1 + 0.03 * (i % 8))
+            boxes.append([x, y, x + s * (0.1 + 0.05 * j), y + s * 0.3])
+        targets.append({"boxes": torch.tensor(boxes), "labels": torch.arange(4) % k})
+    matcher = det_utils.Matcher(0.5, 0.4, allow_low_quality_matches=True)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        out = model(images)
+        feats = [out[f"cls_logits.{l}"] for l in range(5)]
+        head = {"cls_logits": torch.cat(feats, 1),
+                "bbox_regression": torch.cat([out[f"bbox_regression.{l}"] for l in range(5)], 1)}
+        fmaps = [torch.empty(1, 1, int(out[f"grid.{l}"][0]), int(out[f"grid.{l}"][1])) for l in range(5)]
+        anchors = gen(ImageList(images, [(s, s)] * b), fmaps)
+        matched = [matcher(box_iou(t["boxes"], an)) for t, an in zip(targets, anchors)]
+        losses = model.head.compute_loss(targets, head, anchors, matched)
+        sum(losses.values()).backward()
+        opt.step()
+
+    for _ in range(a.warmup):
+        step()
+    times = []
+    for _ in range(a.iters):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    med = times[len(times) // 2]
+    print(json.dumps({"peer": "pytorch %s" % torch.__version__, "threads": torch.get_num_threads(),
+                      "batch_size": b, "image_size": s, "ms_per_step": med * 1e3, "images_per_second": b / med}))
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["forward", "backward", "macs", "count"])
+    ap.add_argument("command", choices=["forward", "backward", "macs", "count", "bench"])
+    ap.add_argument("--batch-size", type=int, default=2)
+    ap.add_argument("--image-size", type=int, default=320)
+    ap.add_argument("--anchor-scale", type=float, default=1.0)
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--size", default="800,800")
     ap.add_argument("--grads")
     ap.add_argument("--weights")
@@ -192,6 +250,8 @@ def main(argv):
         cmd_backward(a)
     elif a.command == "macs":
         cmd_macs(a)
+    elif a.command == "bench":
+        cmd_bench(a)
     else:
         cmd_count(a)
 
