@@ -171,3 +171,74 @@ TEST(RetinaNetWorkload, TimeToTrainWithoutTheBackboneWeightsIsRefusedSayingWhere
 }
 
 }  // namespace
+
+#include <thread>
+
+#include "common/thread_comm.hpp"
+
+namespace {
+
+// Data parallel (WORKLOADS.md): 2 ranks with batch 2 each end a few Adam steps with the weights
+// one process reaches with batch 4 on the same images: the loss is a mean over images and the
+// frozen batch norms hold no batch statistics, so the mean of the ranks' gradients is the big
+// batch's gradient.
+TEST(RetinaNetWorkload, TwoRanksMatchOneProcess) {
+  const fs::path dir = fs::temp_directory_path() / ("retinanet_dp_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto over = tiny();
+  over.insert({{"data-dir", dir.string()}, {"generate", "true"}, {"gen-train-images", "8"}, {"gen-val-images", "2"},
+               {"gen-min-size", "48"}, {"gen-max-size", "64"}, {"lr", "0.001"}, {"warmup-epochs", "0"}});
+  const int steps = 2;
+  auto weights_after = [&](RetinaNetWorkload& w) {
+    for (int s = 0; s < steps; ++s) {
+      w.prepare_batch();
+      w.train_step();
+    }
+    std::map<std::string, std::vector<float>> out;
+    for (nn::Parameter* p : w.model().trainable_parameters()) out[p->name] = p->value.to_float_vector();
+    return out;
+  };
+  std::map<std::string, std::vector<float>> want;
+  {
+    auto o = over;
+    o["batch-size"] = "4";
+    RetinaNetWorkload single;
+    single.setup(context(o));
+    want = weights_after(single);
+    single.teardown();
+  }
+  test_support::Group g(2);
+  std::vector<std::map<std::string, std::vector<float>>> got(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      test_support::ThreadComm comm(g, r);
+      auto o = over;
+      o["batch-size"] = "2";
+      RunContext ctx = context(o);
+      ctx.rank = r;
+      ctx.world_size = 2;
+      ctx.communicator = &comm;
+      try {
+        RetinaNetWorkload w;
+        w.setup(ctx);
+        got[static_cast<std::size_t>(r)] = weights_after(w);
+        w.teardown();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << r << ": " << e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  ASSERT_FALSE(want.empty());
+  for (int r = 0; r < 2; ++r)
+    for (const auto& [name, v] : want) {
+      ASSERT_TRUE(got[static_cast<std::size_t>(r)].count(name)) << name << " on rank " << r;
+      const auto& mine = got[static_cast<std::size_t>(r)].at(name);
+      double diff = 0, norm = 0;
+      for (std::size_t i = 0; i < v.size(); ++i) diff += (mine[i] - v[i]) * (mine[i] - v[i]), norm += v[i] * v[i];
+      EXPECT_LE(std::sqrt(diff / std::max(norm, 1e-30)), 1e-5) << name << " on rank " << r;
+    }
+  fs::remove_all(dir);
+}
+
+}  // namespace
