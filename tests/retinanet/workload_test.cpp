@@ -172,9 +172,7 @@ TEST(RetinaNetWorkload, TimeToTrainWithoutTheBackboneWeightsIsRefusedSayingWhere
 
 }  // namespace
 
-#include <thread>
-
-#include "common/thread_comm.hpp"
+#include "common/ranks_match.hpp"
 
 namespace {
 
@@ -194,11 +192,11 @@ TEST(RetinaNetWorkload, TwoRanksMatchOneProcess) {
       w.prepare_batch();
       w.train_step();
     }
-    std::map<std::string, std::vector<float>> out;
+    test_support::NamedWeights out;
     for (nn::Parameter* p : w.model().trainable_parameters()) out[p->name] = p->value.to_float_vector();
     return out;
   };
-  std::map<std::string, std::vector<float>> want;
+  test_support::NamedWeights want;
   {
     auto o = over;
     o["batch-size"] = "4";
@@ -207,37 +205,20 @@ TEST(RetinaNetWorkload, TwoRanksMatchOneProcess) {
     want = weights_after(single);
     single.teardown();
   }
-  test_support::Group g(2);
-  std::vector<std::map<std::string, std::vector<float>>> got(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      test_support::ThreadComm comm(g, r);
-      auto o = over;
-      o["batch-size"] = "2";
-      RunContext ctx = context(o);
-      ctx.rank = r;
-      ctx.world_size = 2;
-      ctx.communicator = &comm;
-      try {
-        RetinaNetWorkload w;
-        w.setup(ctx);
-        got[static_cast<std::size_t>(r)] = weights_after(w);
-        w.teardown();
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "rank " << r << ": " << e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  ASSERT_FALSE(want.empty());
-  for (int r = 0; r < 2; ++r)
-    for (const auto& [name, v] : want) {
-      ASSERT_TRUE(got[static_cast<std::size_t>(r)].count(name)) << name << " on rank " << r;
-      const auto& mine = got[static_cast<std::size_t>(r)].at(name);
-      double diff = 0, norm = 0;
-      for (std::size_t i = 0; i < v.size(); ++i) diff += (mine[i] - v[i]) * (mine[i] - v[i]), norm += v[i] * v[i];
-      EXPECT_LE(std::sqrt(diff / std::max(norm, 1e-30)), 1e-5) << name << " on rank " << r;
-    }
+  const auto got = test_support::on_ranks(2, [&](int r, Communicator& comm) {
+    auto o = over;
+    o["batch-size"] = "2";
+    RunContext ctx = context(o);
+    ctx.rank = r;
+    ctx.world_size = 2;
+    ctx.communicator = &comm;
+    RetinaNetWorkload w;
+    w.setup(ctx);
+    auto weights = weights_after(w);
+    w.teardown();
+    return weights;
+  });
+  test_support::expect_ranks_match(want, got, 1e-5);
   fs::remove_all(dir);
 }
 
