@@ -17,10 +17,19 @@ assembled as the MLPerf reference assembles them, for the forward comparison tes
         multiply-accumulates of every convolution for one H x W image (forward hooks), as JSON.
     retinanet_peer.py count [model options]
         print the parameter counts (all, trainable with trainable_layers) as JSON.
+    retinanet_peer.py steps --weights W.bhw --batch B.bhw --out O.bhw --steps N --lr L
+                            --warmup-factor F --warmup-iters W --anchor-scale S [model options]
+        training steps as the MLPerf reference takes them, on one fixed batch ("images" NCHW f32,
+        "boxes" [N, M, 4] xyxy pixels, "labels" i64 [N, M], "num_boxes" i64 [N]): torchvision's
+        AnchorGenerator (sizes x S), Matcher(0.5, 0.4, low-quality matches) and
+        RetinaNetHead.compute_loss, backward, torch.optim.Adam over the trainable parameters with
+        the reference's warmup_lr_scheduler factor; prints JSON {"losses": [[cls, box], ...]}
+        and writes every parameter after the last step to O.bhw. --device cuda runs it there.
     retinanet_peer.py bench --batch-size B --image-size S --anchor-scale F --iters N [model options]
         time training steps as benchhost's `--mode train --synthetic` runs them: random images,
         the same four boxes per image, torchvision's AnchorGenerator (sizes x F), Matcher and
         RetinaNetHead.compute_loss (focal + L1), backward, Adam; print JSON with ms/step.
+        --device cuda times it on the GPU (synchronised), --amp bf16 under autocast.
 
 Model options: --blocks 3,4,6,3 --groups 32 --width-per-group 4 --stem-channels 64
 --fpn-channels 256 --num-classes 264 --num-anchors 9 --head-convs 4 --trainable-layers 3.
@@ -166,57 +175,129 @@ def cmd_count(a):
     print(json.dumps({"parameters": total, "trainable": trainable}))
 
 
+def anchor_generator(anchor_scale):
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+    sizes = tuple(tuple(int(x * 2 ** (i / 3.0)) * anchor_scale for i in range(3)) for x in [32, 64, 128, 256, 512])
+    return AnchorGenerator(sizes, ((0.5, 1.0, 2.0),) * 5)
+
+
+def detection_loss(model, out, images, targets, gen, matcher):
+    """RetinaNet.compute_loss on the peer's per-level outputs: anchors for the batch's image size,
+    matching per image (no boxes: every anchor background), focal + L1 from the head."""
+    from torchvision.models.detection.image_list import ImageList
+    b, s_h, s_w = images.shape[0], images.shape[-2], images.shape[-1]
+    head = {"cls_logits": torch.cat([out[f"cls_logits.{l}"] for l in range(5)], 1),
+            "bbox_regression": torch.cat([out[f"bbox_regression.{l}"] for l in range(5)], 1)}
+    fmaps = [torch.empty(1, 1, int(out[f"grid.{l}"][0]), int(out[f"grid.{l}"][1]), device=images.device)
+             for l in range(5)]
+    anchors = gen(ImageList(images, [(s_h, s_w)] * b), fmaps)
+    matched = []
+    for t, an in zip(targets, anchors):
+        if t["boxes"].numel() == 0:
+            matched.append(torch.full((an.size(0),), -1, dtype=torch.int64, device=an.device))
+        else:
+            matched.append(matcher(box_iou(t["boxes"], an)))
+    return model.head.compute_loss(targets, head, anchors, matched)
+
+
+def cmd_steps(a):
+    from torchvision.models.detection import _utils as det_utils
+    dev = torch.device(a.device)
+    model = RetinaNetPieces(a)
+    model.load_state_dict(weights.to_torch(weights.load(a.weights)), strict=True)
+    model.to(dev).train()
+    batch = weights.to_torch(weights.load(a.batch))
+    images = batch["images"].float().to(dev)
+    targets = []
+    for i in range(images.shape[0]):
+        g = int(batch["num_boxes"][i])
+        targets.append({"boxes": batch["boxes"][i, :g].float().to(dev), "labels": batch["labels"][i, :g].long().to(dev)})
+    gen = anchor_generator(a.anchor_scale)
+    matcher = det_utils.Matcher(0.5, 0.4, allow_low_quality_matches=True)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=a.lr)
+    losses = []
+    for k in range(a.steps):
+        # The reference's warmup_lr_scheduler: lr * (f * (1 - x / W) + x / W) for update x < W.
+        x = k / a.warmup_iters if a.warmup_iters > 0 else 1.0
+        factor = a.warmup_factor * (1 - x) + x if k < a.warmup_iters else 1.0
+        for group in opt.param_groups:
+            group["lr"] = a.lr * factor
+        opt.zero_grad(set_to_none=True)
+        parts = detection_loss(model, model(images), images, targets, gen, matcher)
+        sum(parts.values()).backward()
+        opt.step()
+        losses.append([float(parts["classification"]), float(parts["bbox_regression"])])
+    weights.save(a.out, weights.from_torch({n: p.detach().cpu() for n, p in model.named_parameters()}))
+    print(json.dumps({"peer": "torchvision %s" % torchvision_version(), "losses": losses}))
+
+
+def torchvision_version():
+    import torchvision
+    return torchvision.__version__
+
+
 def cmd_bench(a):
     import time
     from torchvision.models.detection import _utils as det_utils
-    from torchvision.models.detection.anchor_utils import AnchorGenerator
-    from torchvision.models.detection.image_list import ImageList
     torch.manual_seed(0)
-    model = RetinaNetPieces(a)
+    dev = torch.device(a.device)
+    model = RetinaNetPieces(a).to(dev)
+    if a.channels_last:
+        model = model.to(memory_format=torch.channels_last)
     model.train()
     b, s, k = a.batch_size, a.image_size, a.num_classes
-    sizes = tuple(tuple(int(x * 2 ** (i / 3.0)) * a.anchor_scale for i in range(3)) for x in [32, 64, 128, 256, 512])
-    gen = AnchorGenerator(sizes, ((0.5, 1.0, 2.0),) * 5)
-    images = torch.rand(b, 3, s, s) * 4 - 2
+    gen = anchor_generator(a.anchor_scale)
+    images = (torch.rand(b, 3, s, s) * 4 - 2).to(dev)
+    if a.channels_last:
+        images = images.contiguous(memory_format=torch.channels_last)
     targets = []
     for i in range(b):
         boxes = []
         for j in range(4):
             x, y = s * (0.05 + 0.2 * j), s * (0.1 + 0.03 * (i % 8))
             boxes.append([x, y, x + s * (0.1 + 0.05 * j), y + s * 0.3])
-        targets.append({"boxes": torch.tensor(boxes), "labels": torch.arange(4) % k})
+        targets.append({"boxes": torch.tensor(boxes, device=dev), "labels": (torch.arange(4) % k).to(dev)})
     matcher = det_utils.Matcher(0.5, 0.4, allow_low_quality_matches=True)
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
+    scaler = torch.cuda.amp.GradScaler() if a.amp == "fp16" else None
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
 
     def step():
         opt.zero_grad(set_to_none=True)
-        out = model(images)
-        feats = [out[f"cls_logits.{l}"] for l in range(5)]
-        head = {"cls_logits": torch.cat(feats, 1),
-                "bbox_regression": torch.cat([out[f"bbox_regression.{l}"] for l in range(5)], 1)}
-        fmaps = [torch.empty(1, 1, int(out[f"grid.{l}"][0]), int(out[f"grid.{l}"][1])) for l in range(5)]
-        anchors = gen(ImageList(images, [(s, s)] * b), fmaps)
-        matched = [matcher(box_iou(t["boxes"], an)) for t, an in zip(targets, anchors)]
-        losses = model.head.compute_loss(targets, head, anchors, matched)
-        sum(losses.values()).backward()
-        opt.step()
+        with torch.autocast(dev.type, dtype=amp, enabled=amp is not None):
+            losses = detection_loss(model, model(images), images, targets, gen, matcher)
+            loss = sum(losses.values())
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
 
     for _ in range(a.warmup):
         step()
+    sync()
     times = []
     for _ in range(a.iters):
         t0 = time.perf_counter()
         step()
+        sync()
         times.append(time.perf_counter() - t0)
     times.sort()
     med = times[len(times) // 2]
-    print(json.dumps({"peer": "pytorch %s" % torch.__version__, "threads": torch.get_num_threads(),
-                      "batch_size": b, "image_size": s, "ms_per_step": med * 1e3, "images_per_second": b / med}))
+    print(json.dumps({"peer": "pytorch %s" % torch.__version__, "device": str(dev), "amp": a.amp,
+                      "threads": torch.get_num_threads(), "batch_size": b, "image_size": s,
+                      "ms_per_step": med * 1e3, "images_per_second": b / med}))
 
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["forward", "backward", "macs", "count", "bench"])
+    ap.add_argument("command", choices=["forward", "backward", "macs", "count", "steps", "bench"])
     ap.add_argument("--batch-size", type=int, default=2)
     ap.add_argument("--image-size", type=int, default=320)
     ap.add_argument("--anchor-scale", type=float, default=1.0)
@@ -237,6 +318,14 @@ def main(argv):
     ap.add_argument("--head-convs", type=int, default=4)
     ap.add_argument("--trainable-layers", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--batch")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--warmup-factor", type=float, default=1e-3)
+    ap.add_argument("--warmup-iters", type=int, default=0)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none")
+    ap.add_argument("--channels-last", action="store_true")
     a = ap.parse_args(argv)
     if a.threads > 0:
         torch.set_num_threads(a.threads)
@@ -250,6 +339,10 @@ def main(argv):
         cmd_backward(a)
     elif a.command == "macs":
         cmd_macs(a)
+    elif a.command == "steps":
+        if not (a.weights and a.batch and a.out):
+            ap.error("steps needs --weights, --batch and --out")
+        cmd_steps(a)
     elif a.command == "bench":
         cmd_bench(a)
     else:
