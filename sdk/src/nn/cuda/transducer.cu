@@ -183,8 +183,11 @@ Dims dims_of(const OpCall& call, const char* op) {
 
 void fwd(OpCall& call) {
   const Dims d = dims_of(call, "transducer_loss_forward");
-  if (d.rows() == 0) return;
   set_device_of(call.inputs[0]);
+  if (d.rows() == 0) {  // T = 0: every utterance is empty, loss 0
+    BH_CHECK_CUDA(cudaMemsetAsync(call.outputs[0].raw_data(), 0, static_cast<std::size_t>(d.B) * sizeof(float), op_stream()));
+    return;
+  }
   const Lattice g = lattice_of(d, call);
   const float* z = call.inputs[0].data<float>();
   double* lse = call.outputs[1].data<double>();
