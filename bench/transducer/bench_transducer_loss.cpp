@@ -6,6 +6,9 @@
 // reads (meta.json and raw arrays), so both sides time the same inputs; otherwise the batch is
 // read from DIR. Prints one JSON line: {"impl": "benchhost", "ms": [...], "median_ms": m, ...}.
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,9 +17,6 @@
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "benchhost/nn/transducer.hpp"
 #include "benchhost/random.hpp"
@@ -42,7 +42,9 @@ void write_raw(const fs::path& path, const Tensor& t) {
 void read_raw(const fs::path& path, Tensor& t) {
   std::ifstream f(path, std::ios::binary);
   f.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(t.numel() * dtype_size(t.dtype())));
-  if (!f) throw std::runtime_error(fmt::format("cannot read {} bytes from {}", t.numel() * dtype_size(t.dtype()), path.string()));
+  if (!f)
+    throw std::runtime_error(
+        fmt::format("cannot read {} bytes from {}", t.numel() * dtype_size(t.dtype()), path.string()));
 }
 
 }  // namespace
@@ -55,15 +57,24 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--dir") o.dir = next();
-    else if (a == "--write-inputs") o.write_inputs = true;
-    else if (a == "--threads") o.threads = std::stoi(next());
-    else if (a == "--warmup") o.warmup = std::stoi(next());
-    else if (a == "--iters") o.iters = std::stoi(next());
-    else if (a == "--batch") o.B = std::stoll(next());
-    else if (a == "--frames") o.T = std::stoll(next());
-    else if (a == "--labels") o.U = std::stoll(next());
-    else if (a == "--classes") o.V = std::stoll(next());
+    if (a == "--dir")
+      o.dir = next();
+    else if (a == "--write-inputs")
+      o.write_inputs = true;
+    else if (a == "--threads")
+      o.threads = std::stoi(next());
+    else if (a == "--warmup")
+      o.warmup = std::stoi(next());
+    else if (a == "--iters")
+      o.iters = std::stoi(next());
+    else if (a == "--batch")
+      o.B = std::stoll(next());
+    else if (a == "--frames")
+      o.T = std::stoll(next());
+    else if (a == "--labels")
+      o.U = std::stoll(next());
+    else if (a == "--classes")
+      o.V = std::stoll(next());
     else {
       std::fprintf(stderr, "bench_transducer_loss: unknown argument %s\n", a.c_str());
       return 2;
@@ -84,8 +95,10 @@ int main(int argc, char** argv) {
     float* z = logits.data<float>();
     for (std::int64_t i = 0; i < logits.numel(); ++i) z[i] = r.uniform(-4.0f, 4.0f);
     for (std::int64_t b = 0; b < B; ++b) {
-      const auto tb = b == 0 ? T : T / 2 + static_cast<std::int64_t>(r.below(static_cast<std::uint64_t>(T - T / 2 + 1)));
-      const auto ub = b == 1 ? U : U / 2 + static_cast<std::int64_t>(r.below(static_cast<std::uint64_t>(U - U / 2 + 1)));
+      const auto tb =
+          b == 0 ? T : T / 2 + static_cast<std::int64_t>(r.below(static_cast<std::uint64_t>(T - T / 2 + 1)));
+      const auto ub =
+          b == 1 ? U : U / 2 + static_cast<std::int64_t>(r.below(static_cast<std::uint64_t>(U - U / 2 + 1)));
       frames.data<std::int32_t>()[b] = static_cast<std::int32_t>(tb);
       label_counts.data<std::int32_t>()[b] = static_cast<std::int32_t>(ub);
       for (std::int64_t u = 0; u < ub; ++u)
@@ -122,7 +135,7 @@ int main(int argc, char** argv) {
   const double median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
   std::vector<std::string> ms_text;
   for (double m : ms) ms_text.push_back(fmt::format("{:.2f}", m));
-  std::printf("{\"impl\": \"benchhost\", \"threads\": %d, \"ms\": [%s], \"median_ms\": %.2f, \"loss\": %.6f}\n", o.threads,
-              fmt::format("{}", fmt::join(ms_text, ", ")).c_str(), median, static_cast<double>(loss));
+  std::printf("{\"impl\": \"benchhost\", \"threads\": %d, \"ms\": [%s], \"median_ms\": %.2f, \"loss\": %.6f}\n",
+              o.threads, fmt::format("{}", fmt::join(ms_text, ", ")).c_str(), median, static_cast<double>(loss));
   return 0;
 }

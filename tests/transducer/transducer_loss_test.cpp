@@ -5,6 +5,8 @@
 // (skipped visibly without a GPU). The registry walks (tests/nn_ops: parity, half precision) cover
 // the ops' example cases too.
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -16,9 +18,6 @@
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "benchhost/device.hpp"
 #include "benchhost/error.hpp"
@@ -60,8 +59,8 @@ Batch random_batch(std::int64_t T, std::int64_t U, std::int64_t V, std::int64_t 
 TransducerLossSpec spec_of(const Batch& x, TransducerReduction red) { return {x.blank, red}; }
 
 Tensor losses(const Batch& x, TransducerLossSaved* saved = nullptr) {
-  return transducer_loss_forward(x.logits, x.labels, x.frames, x.label_counts,
-                                 spec_of(x, TransducerReduction::none), saved);
+  return transducer_loss_forward(x.logits, x.labels, x.frames, x.label_counts, spec_of(x, TransducerReduction::none),
+                                 saved);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -175,8 +174,8 @@ TEST(TransducerLoss, LossAndGradientMatchF64PathSumFiniteDifferences) {
         const double fd = dloss[static_cast<std::size_t>(b)] * (up - down) / (2 * eps);
         const double got = g.data<float>()[b * T * U1 * V + static_cast<std::int64_t>(i)];
         worst = std::max(worst, std::fabs(got - fd));
-        ASSERT_NEAR(got, fd, 2e-6) << "logit " << i << " (t " << i / (U1 * V) << ", u " << i / V % U1 << ", k "
-                                   << i % V << ")";
+        ASSERT_NEAR(got, fd, 2e-6) << "logit " << i << " (t " << i / (U1 * V) << ", u " << i / V % U1 << ", k " << i % V
+                                   << ")";
       }
     }
     RecordProperty(fmt::format("max_abs_err_T{}_U{}_V{}", T, U1 - 1, V), fmt::format("{:.2e}", worst));
@@ -189,7 +188,10 @@ TEST(TransducerLoss, GradcheckF32) {
   const Batch x = random_batch(4, 3, 6, 5, {4, 3}, {3, 1}, 31, 2.0f);
   using V = std::vector<Tensor>;
   EXPECT_GRADCHECK(
-      [&](const V& in) { return V{transducer_loss_forward(in[0], x.labels, x.frames, x.label_counts, spec_of(x, TransducerReduction::none))}; },
+      [&](const V& in) {
+        return V{
+            transducer_loss_forward(in[0], x.labels, x.frames, x.label_counts, spec_of(x, TransducerReduction::none))};
+      },
       [&](const V& in, const V& d) {
         TransducerLossSaved s;
         transducer_loss_forward(in[0], x.labels, x.frames, x.label_counts, spec_of(x, TransducerReduction::none), &s);
@@ -224,9 +226,15 @@ TEST(TransducerLoss, OneTbbMatchesReferenceOnLargerCases) {
     OpCall ref = forward_call(x), tbb = forward_call(x);
     impl_named("transducer_loss_forward", "cpu.ref").run(ref);
     impl_named("transducer_loss_forward", "cpu.tbb").run(tbb);
-    for (int o = 0; o < 3; ++o) EXPECT_TRUE(tensors_close(tbb.outputs[o], ref.outputs[o], 1e-5, 1e-5)) << "output " << o;
+    for (int o = 0; o < 3; ++o)
+      EXPECT_TRUE(tensors_close(tbb.outputs[o], ref.outputs[o], 1e-5, 1e-5)) << "output " << o;
     OpCall bref;
-    bref.inputs = {x.logits, x.labels, x.frames, x.label_counts, ref.outputs[1], ref.outputs[2],
+    bref.inputs = {x.logits,
+                   x.labels,
+                   x.frames,
+                   x.label_counts,
+                   ref.outputs[1],
+                   ref.outputs[2],
                    random_tensor({x.logits.size(0)}, 43, 0.5f, 2.0f)};
     bref.outputs = {Tensor::empty(x.logits.shape())};
     bref.attrs = ref.attrs;
@@ -266,7 +274,8 @@ TEST(TransducerLoss, HalfPrecisionLogitsArePromoted) {
     SCOPED_TRACE(dtype_name(h));
     const Tensor zh = x.logits.to(h);
     TransducerLossSaved saved;
-    const Tensor l = transducer_loss_forward(zh, x.labels, x.frames, x.label_counts, spec_of(x, TransducerReduction::none), &saved);
+    const Tensor l =
+        transducer_loss_forward(zh, x.labels, x.frames, x.label_counts, spec_of(x, TransducerReduction::none), &saved);
     const Tensor ref = transducer_loss_forward(zh.to(DType::f32), x.labels, x.frames, x.label_counts,
                                                spec_of(x, TransducerReduction::none));
     EXPECT_EQ(l.dtype(), DType::f32);
@@ -389,15 +398,17 @@ double scaled_max_error(const Tensor& a, const Tensor& b) {
 }
 
 TEST(TransducerLossTorchaudio, LossAndGradientMatchRnntLoss) {
-  if (!have_torchaudio()) GTEST_SKIP() << "/usr/bin/python3 has no torch/torchaudio: the torchaudio cross-check did not run";
+  if (!have_torchaudio())
+    GTEST_SKIP() << "/usr/bin/python3 has no torch/torchaudio: the torchaudio cross-check did not run";
   struct Case {
     const char* name;
     Batch x;
   };
   // max(frames) = T and max(label_counts) = U: torchaudio requires it.
-  const Case cases[] = {{"small", random_batch(5, 3, 6, 5, {5, 2, 4}, {1, 3, 0}, 81)},
-                        {"blank0", random_batch(7, 4, 9, 0, {3, 7}, {4, 2}, 82)},
-                        {"reference_vocab", random_batch(40, 10, 1024, 1023, {40, 31, 17, 36}, {7, 10, 4, 9}, 83, 4.0f)}};
+  const Case cases[] = {
+      {"small", random_batch(5, 3, 6, 5, {5, 2, 4}, {1, 3, 0}, 81)},
+      {"blank0", random_batch(7, 4, 9, 0, {3, 7}, {4, 2}, 82)},
+      {"reference_vocab", random_batch(40, 10, 1024, 1023, {40, 31, 17, 36}, {7, 10, 4, 9}, 83, 4.0f)}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const Batch& x = c.x;
@@ -446,10 +457,11 @@ TEST(TransducerLossTorchaudio, LossAndGradientMatchRnntLoss) {
     EXPECT_LE(vs_none, 1e-5 + 1.1 * ta_none_err);
     EXPECT_LE(vs_mean, 1e-5 + 1.1 * ta_mean_err);
     RecordProperty(fmt::format("{}_grad_error_vs_torchaudio", c.name), fmt::format("{:.2e}", vs_none));
-    std::printf("[ torchaudio ] %s: loss rel diff %.2e; gradient max|diff|/max|ref|: ours-torchaudio %.2e (mean %.2e), "
-                "ours-f64 %.2e (mean %.2e), torchaudio-f64 %.2e (mean %.2e)\n",
-                c.name, std::fabs(mean.item({0}) - ta_mean.item({0})) / std::fabs(ta_mean.item({0})), vs_none, vs_mean,
-                ours_none, ours_mean, ta_none_err, ta_mean_err);
+    std::printf(
+        "[ torchaudio ] %s: loss rel diff %.2e; gradient max|diff|/max|ref|: ours-torchaudio %.2e (mean %.2e), "
+        "ours-f64 %.2e (mean %.2e), torchaudio-f64 %.2e (mean %.2e)\n",
+        c.name, std::fabs(mean.item({0}) - ta_mean.item({0})) / std::fabs(ta_mean.item({0})), vs_none, vs_mean,
+        ours_none, ours_mean, ta_none_err, ta_mean_err);
   }
 }
 

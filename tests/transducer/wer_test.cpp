@@ -2,6 +2,9 @@
 // edit_distance on random word strings (tools/peers/rnnt_peer.py, skipped visibly without
 // torchaudio) and the merge across ranks.
 
+#include "benchhost/metrics/wer.hpp"
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,10 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "benchhost/error.hpp"
-#include "benchhost/metrics/wer.hpp"
 #include "benchhost/random.hpp"
 #include "common/thread_comm.hpp"
 
@@ -77,7 +77,9 @@ TEST(WordErrorRate, SplitsLikePythonStrSplit) {
   EXPECT_EQ(words_of("  a\tb\n\nc \r\v\f d  "), (std::vector<std::string>{"a", "b", "c", "d"}));
   EXPECT_EQ(words_of("x\x1cy\x1fz"), (std::vector<std::string>{"x", "y", "z"}));
   // U+00A0, U+3000 and U+2009 separate words; U+00E9 (\xc3\xa9) and U+200B (not a space) do not.
-  EXPECT_EQ(words_of("caf\xc3\xa9\xc2\xa0noir\xe3\x80\x80the\xe2\x80\x89" "end\xe2\x80\x8b" "x"),
+  EXPECT_EQ(words_of("caf\xc3\xa9\xc2\xa0noir\xe3\x80\x80the\xe2\x80\x89"
+                     "end\xe2\x80\x8b"
+                     "x"),
             (std::vector<std::string>{"caf\xc3\xa9", "noir", "the", "end\xe2\x80\x8bx"}));
   EXPECT_TRUE(words_of("").empty());
   EXPECT_TRUE(words_of(" \t ").empty());

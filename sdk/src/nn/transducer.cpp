@@ -19,7 +19,8 @@ Tensor host_i32(const Tensor& t) { return t.device().is_cpu() ? t.contiguous() :
 }  // namespace
 
 Tensor transducer_loss_forward(const Tensor& logits, const Tensor& labels, const Tensor& logit_lengths,
-                               const Tensor& label_lengths, const TransducerLossSpec& spec, TransducerLossSaved* saved) {
+                               const Tensor& label_lengths, const TransducerLossSpec& spec,
+                               TransducerLossSaved* saved) {
   const char* op = "transducer_loss_forward";
   const transducer::Dims d = transducer::check_shapes(logits, labels, logit_lengths, label_lengths, spec.blank, op);
   const DType dt = logits.dtype();
@@ -56,8 +57,8 @@ Tensor transducer_loss_backward(const Tensor& dloss, const TransducerLossSaved& 
   const char* op = "transducer_loss_backward";
   BH_CHECK_AS(InvalidArgument, saved.logits.defined() && saved.alpha.defined() && saved.log_denominators.defined(),
               "{}: the saved state is empty (pass a TransducerLossSaved to transducer_loss_forward first)", op);
-  const transducer::Dims d = transducer::check_shapes(saved.logits, saved.labels, saved.logit_lengths,
-                                                      saved.label_lengths, saved.blank, op);
+  const transducer::Dims d =
+      transducer::check_shapes(saved.logits, saved.labels, saved.logit_lengths, saved.label_lengths, saved.blank, op);
   const Shape lattice{d.B, d.T, d.U1};
   for (const Tensor* t : {&saved.alpha, &saved.log_denominators})
     BH_CHECK_AS(InvalidArgument,
@@ -72,8 +73,13 @@ Tensor transducer_loss_backward(const Tensor& dloss, const TransducerLossSaved& 
               saved.logits.device().str(), mean_reduced ? std::string("one element") : fmt::format("{} elements", d.B),
               mean_reduced ? "mean" : "none", dloss.defined() ? dloss.describe() : std::string("undefined"));
   OpCall call;
-  call.inputs = {saved.logits,          saved.labels, saved.logit_lengths,    saved.label_lengths,
-                 saved.log_denominators, saved.alpha, dloss.contiguous().reshape({dloss.numel()})};
+  call.inputs = {saved.logits,
+                 saved.labels,
+                 saved.logit_lengths,
+                 saved.label_lengths,
+                 saved.log_denominators,
+                 saved.alpha,
+                 dloss.contiguous().reshape({dloss.numel()})};
   call.outputs = {Tensor::empty(saved.logits.shape(), saved.logits.dtype(), saved.logits.device())};
   call.attrs.set("blank", static_cast<double>(d.blank))
       .set("scale", mean_reduced ? 1.0 / static_cast<double>(d.B) : 1.0);

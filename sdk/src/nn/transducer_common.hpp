@@ -38,9 +38,8 @@ inline DType expected_dtype(bool input, std::size_t i) {
 /// device) and that blank is in [0, V). `blank` < 0 means V - 1.
 inline Dims check_shapes(const Tensor& logits, const Tensor& labels, const Tensor& logit_lengths,
                          const Tensor& label_lengths, std::int64_t blank, const char* op) {
-  BH_CHECK_AS(InvalidArgument, logits.defined() && logits.dim() == 4,
-              "{}: logits must be 4-d [B, T, U+1, V], got {}", op,
-              logits.defined() ? shape_str(logits.shape()) : std::string("undefined"));
+  BH_CHECK_AS(InvalidArgument, logits.defined() && logits.dim() == 4, "{}: logits must be 4-d [B, T, U+1, V], got {}",
+              op, logits.defined() ? shape_str(logits.shape()) : std::string("undefined"));
   Dims d;
   d.B = logits.size(0);
   d.T = logits.size(1);
@@ -48,8 +47,9 @@ inline Dims check_shapes(const Tensor& logits, const Tensor& labels, const Tenso
   d.V = logits.size(3);
   BH_CHECK_AS(InvalidArgument, d.U1 >= 1 && d.V >= 1, "{}: logits {} need U+1 >= 1 and V >= 1", op,
               shape_str(logits.shape()));
-  BH_CHECK_AS(InvalidArgument, labels.defined() && labels.dtype() == DType::i32 && labels.dim() == 2 &&
-                                   labels.size(0) == d.B && labels.size(1) == d.U1 - 1,
+  BH_CHECK_AS(InvalidArgument,
+              labels.defined() && labels.dtype() == DType::i32 && labels.dim() == 2 && labels.size(0) == d.B &&
+                  labels.size(1) == d.U1 - 1,
               "{}: labels must be i32 [B, U] = [{}, {}] for logits {}, got {}", op, d.B, d.U1 - 1,
               shape_str(logits.shape()), labels.defined() ? labels.describe() : std::string("undefined"));
   for (const Tensor* t : {&logit_lengths, &label_lengths})
@@ -71,10 +71,10 @@ inline void check_values(const Dims& d, const std::int32_t* labels, const std::i
                          const std::int32_t* label_lengths, const char* op) {
   for (std::int64_t b = 0; b < d.B; ++b) {
     const std::int64_t tb = logit_lengths[b], ub = label_lengths[b];
-    BH_CHECK_AS(InvalidArgument, tb >= 0 && tb <= d.T, "{}: utterance {} has logit (frame) length {}, outside [0, T = {}]",
-                op, b, tb, d.T);
-    BH_CHECK_AS(InvalidArgument, ub >= 0 && ub <= d.U(), "{}: utterance {} has label length {}, outside [0, U = {}]", op,
-                b, ub, d.U());
+    BH_CHECK_AS(InvalidArgument, tb >= 0 && tb <= d.T,
+                "{}: utterance {} has logit (frame) length {}, outside [0, T = {}]", op, b, tb, d.T);
+    BH_CHECK_AS(InvalidArgument, ub >= 0 && ub <= d.U(), "{}: utterance {} has label length {}, outside [0, U = {}]",
+                op, b, ub, d.U());
     BH_CHECK_AS(InvalidArgument, tb > 0 || ub == 0,
                 "{}: utterance {} has {} labels but no frames (logit length 0): no alignment exists", op, b, ub);
     for (std::int64_t u = 0; u < ub; ++u) {

@@ -135,9 +135,12 @@ void fwd_tbb(OpCall& call) {
       for (std::int64_t t = 0; t < tb; ++t)
         for (std::int64_t u = 0; u <= ub; ++u) {
           double a;
-          if (t == 0 && u == 0) a = 0.0;
-          else if (u == 0) a = alpha[d.row(b, t - 1, 0)] + lp(t - 1, 0, d.blank);
-          else if (t == 0) a = alpha[d.row(b, 0, u - 1)] + lp(0, u - 1, y[u - 1]);
+          if (t == 0 && u == 0)
+            a = 0.0;
+          else if (u == 0)
+            a = alpha[d.row(b, t - 1, 0)] + lp(t - 1, 0, d.blank);
+          else if (t == 0)
+            a = alpha[d.row(b, 0, u - 1)] + lp(0, u - 1, y[u - 1]);
           else
             a = log_add(alpha[d.row(b, t - 1, u)] + lp(t - 1, u, d.blank),
                         alpha[d.row(b, t, u - 1)] + lp(t, u - 1, y[u - 1]));
@@ -166,9 +169,12 @@ void bwd_tbb(OpCall& call) {
         for (std::int64_t u = ub; u >= 0; --u) {
           const std::int64_t r = d.row(b, t, u);
           double v;
-          if (t == tb - 1 && u == ub) v = lp(r, d.blank);
-          else if (u == ub) v = beta[static_cast<std::size_t>(d.row(b, t + 1, u))] + lp(r, d.blank);
-          else if (t == tb - 1) v = beta[static_cast<std::size_t>(r + 1)] + lp(r, y[u]);
+          if (t == tb - 1 && u == ub)
+            v = lp(r, d.blank);
+          else if (u == ub)
+            v = beta[static_cast<std::size_t>(d.row(b, t + 1, u))] + lp(r, d.blank);
+          else if (t == tb - 1)
+            v = beta[static_cast<std::size_t>(r + 1)] + lp(r, y[u]);
           else
             v = log_add(beta[static_cast<std::size_t>(d.row(b, t + 1, u))] + lp(r, d.blank),
                         beta[static_cast<std::size_t>(r + 1)] + lp(r, y[u]));
@@ -284,8 +290,10 @@ void bwd_ref(OpCall& call) {
         // d(-ll)/dz_k = occupancy * softmax_k - (the probability of the edge that emits k here).
         for (std::int64_t k = 0; k < d.V; ++k) g[k] = static_cast<float>(s * std::exp(a + B_(t, u) - ll + lp(t, u, k)));
         double edge_blank = 0.0, edge_label = 0.0;
-        if (t < tb - 1) edge_blank = std::exp(a + lp(t, u, d.blank) + B_(t + 1, u) - ll);
-        else if (u == ub) edge_blank = std::exp(a + lp(t, u, d.blank) - ll);
+        if (t < tb - 1)
+          edge_blank = std::exp(a + lp(t, u, d.blank) + B_(t + 1, u) - ll);
+        else if (u == ub)
+          edge_blank = std::exp(a + lp(t, u, d.blank) - ll);
         if (u < ub) edge_label = std::exp(a + lp(t, u, label(u)) + B_(t, u + 1) - ll);
         g[d.blank] = static_cast<float>(s * (std::exp(a + B_(t, u) - ll + lp(t, u, d.blank)) - edge_blank));
         if (u < ub) {
@@ -317,12 +325,9 @@ struct LossCase {
   std::int64_t T, U, V, blank;
   std::vector<std::int32_t> frames, labels_per_utt;
 };
-const LossCase kCases[] = {{3, 2, 5, 4, {3, 2}, {2, 0}},
-                           {4, 3, 6, 0, {4, 1, 3}, {1, 0, 3}},
-                           {6, 4, 7, 6, {6, 5}, {4, 2}},
-                           {2, 1, 3, 2, {2, 1}, {1, 1}},
-                           {3, 2, 4, 3, {3, 0, 2}, {2, 0, 1}},
-                           {5, 4, 3, 1, {2, 5, 4}, {4, 3, 0}}};
+const LossCase kCases[] = {{3, 2, 5, 4, {3, 2}, {2, 0}},       {4, 3, 6, 0, {4, 1, 3}, {1, 0, 3}},
+                           {6, 4, 7, 6, {6, 5}, {4, 2}},       {2, 1, 3, 2, {2, 1}, {1, 1}},
+                           {3, 2, 4, 3, {3, 0, 2}, {2, 0, 1}}, {5, 4, 3, 1, {2, 5, 4}, {4, 3, 0}}};
 
 std::vector<OpCall> fwd_cases(std::uint64_t seed) {
   std::vector<OpCall> out;
@@ -359,7 +364,12 @@ std::vector<OpCall> bwd_cases(std::uint64_t seed) {
     const std::int64_t B = f.inputs[0].size(0);
     // Alternately a per-utterance gradient ('none') and one scalar times 1 / B ('mean').
     const bool per_utterance = i % 2 == 0;
-    c.inputs = {f.inputs[0], f.inputs[1], f.inputs[2], f.inputs[3], f.outputs[1], f.outputs[2],
+    c.inputs = {f.inputs[0],
+                f.inputs[1],
+                f.inputs[2],
+                f.inputs[3],
+                f.outputs[1],
+                f.outputs[2],
                 per_utterance ? case_tensor({B}, seed + 100 + i, 0.5f, 1.5f) : Tensor::from_vector({0.75f}, {1})};
     c.outputs = {Tensor::empty(f.inputs[0].shape())};
     c.attrs = f.attrs;
@@ -374,13 +384,17 @@ const bool registered =
     register_op(OpDef{"transducer_loss_forward",
                       "inputs {logits [B, T, U+1, V], labels i32 [B, U], logit_lengths i32 [B], label_lengths i32 "
                       "[B]}, outputs {losses [B], lse f64 [B, T, U+1], alpha f64 [B, T, U+1]}; attr blank",
-                      fwd_cases, 1e-5, 1e-5,
+                      fwd_cases,
+                      1e-5,
+                      1e-5,
                       {OpImpl{"cpu.tbb", DeviceType::cpu, 50, accepts, fwd_tbb, false},
                        OpImpl{"cpu.ref", DeviceType::cpu, 0, nullptr, fwd_ref, true}}}) &&
     register_op(OpDef{"transducer_loss_backward",
                       "inputs {logits, labels, logit_lengths, label_lengths, lse, alpha, dloss [B] or [1]}, outputs "
                       "{dlogits [B, T, U+1, V]}; attrs blank, scale (utterance b's gradient is scale * dloss[b or 0])",
-                      bwd_cases, 1e-6, 1e-4,
+                      bwd_cases,
+                      1e-6,
+                      1e-4,
                       {OpImpl{"cpu.tbb", DeviceType::cpu, 50, accepts, bwd_tbb, false},
                        OpImpl{"cpu.ref", DeviceType::cpu, 0, nullptr, bwd_ref, true}}});
 

@@ -185,7 +185,8 @@ void fwd(OpCall& call) {
   const Dims d = dims_of(call, "transducer_loss_forward");
   set_device_of(call.inputs[0]);
   if (d.rows() == 0) {  // T = 0: every utterance is empty, loss 0
-    BH_CHECK_CUDA(cudaMemsetAsync(call.outputs[0].raw_data(), 0, static_cast<std::size_t>(d.B) * sizeof(float), op_stream()));
+    BH_CHECK_CUDA(cudaMemsetAsync(call.outputs[0].raw_data(), 0, static_cast<std::size_t>(d.B) * sizeof(float),
+                                  op_stream()));
     return;
   }
   const Lattice g = lattice_of(d, call);
