@@ -2,9 +2,9 @@
 """torchaudio peer of the RNN-T workload's SDK pieces, run by the C++ tests and benches. Each
 mode is one function named mode_<name> (add a mode for another RNN-T piece the same way).
 
-    rnnt_peer.py MODE DIR [options]
+    rnnt_peer.py MODE DIR [DIR ...] [options]
 
-DIR holds meta.json and raw little-endian arrays NAME.bin (float32 or int32, shapes in meta.json's
+The mode runs on each DIR in turn (one Python start-up for several cases). DIR holds meta.json and raw little-endian arrays NAME.bin (float32 or int32, shapes in meta.json's
 "shapes"); results are written back to DIR as raw float32 / int64 arrays. Modes:
     transducer_loss  torchaudio.functional.rnnt_loss(logits, labels, logit_lengths, label_lengths,
                      blank, reduction) on DIR's logits.bin [B, T, U+1, V] (f32), labels.bin [B, U],
@@ -98,7 +98,7 @@ def mode_bench_transducer_loss(d, meta, args):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("mode")
-    p.add_argument("dir")
+    p.add_argument("dirs", nargs="+", metavar="dir")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--iters", type=int, default=1)
@@ -106,9 +106,10 @@ def main():
     fn = globals().get("mode_" + args.mode)
     if fn is None:
         sys.exit("rnnt_peer.py: unknown mode %r" % args.mode)
-    meta_path = os.path.join(args.dir, "meta.json")
-    meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
-    fn(args.dir, meta, args)
+    for d in args.dirs:
+        meta_path = os.path.join(d, "meta.json")
+        meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
+        fn(d, meta, args)
 
 
 if __name__ == "__main__":
