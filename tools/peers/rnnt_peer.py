@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+"""torchaudio peer of the RNN-T workload's SDK pieces, run by the C++ tests and benches. Each
+mode is one function named mode_<name> (add a mode for another RNN-T piece the same way).
+
+    rnnt_peer.py MODE DIR [DIR ...] [options]
+
+The mode runs on each DIR in turn (one Python start-up for several cases). DIR holds meta.json and raw little-endian arrays NAME.bin (float32 or int32, shapes in meta.json's
+"shapes"); results are written back to DIR as raw float32 / int64 arrays. Modes:
+    transducer_loss  torchaudio.functional.rnnt_loss(logits, labels, logit_lengths, label_lengths,
+                     blank, reduction) on DIR's logits.bin [B, T, U+1, V] (f32), labels.bin [B, U],
+                     logit_lengths.bin and label_lengths.bin [B] (i32), blank from meta.json.
+                     Reduction 'none' with the upstream gradient dloss.bin [B]
+                        -> loss_none.bin [B], grad_none.bin (d sum(loss * dloss) / d logits)
+                     and 'mean' with upstream gradient 1  -> loss_mean.bin [1], grad_mean.bin
+                     (gradients by autograd, in float32: torchaudio's kernels are f32/f16 only)
+    edit_distance    torchaudio.functional.edit_distance(hyp.split(), ref.split()) for each line
+                     "hypothesis|reference" of DIR/pairs.txt (UTF-8)    -> distances.bin (int64)
+    bench_transducer_loss  times rnnt_loss forward + backward (reduction 'mean') on DIR's arrays:
+                     --threads N (torch.set_num_threads), --warmup W, --iters I; prints one JSON
+                     line {"ms": [...], "median_ms": m}
+
+Run with Debian's /usr/bin/python3 (python3-torch, python3-torchaudio).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+import torchaudio
+
+
+def load(d, meta, name, dtype):
+    shape = meta["shapes"][name]
+    return torch.from_numpy(np.fromfile(os.path.join(d, name + ".bin"), dtype=dtype).reshape(shape).copy())
+
+
+def save(d, name, t):
+    a = t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
+    a = a.astype(np.float32) if a.dtype.kind == "f" else a.astype(np.int64)
+    a.tofile(os.path.join(d, name + ".bin"))
+
+
+def loss_inputs(d, meta):
+    logits = load(d, meta, "logits", np.float32)
+    labels = load(d, meta, "labels", np.int32)
+    logit_lengths = load(d, meta, "logit_lengths", np.int32)
+    label_lengths = load(d, meta, "label_lengths", np.int32)
+    return logits, labels, logit_lengths, label_lengths
+
+
+def mode_transducer_loss(d, meta, args):
+    logits, labels, logit_lengths, label_lengths = loss_inputs(d, meta)
+    blank = int(meta["blank"])
+    dloss = load(d, meta, "dloss", np.float32)
+    for reduction in ("none", "mean"):
+        x = logits.clone().requires_grad_(True)
+        loss = torchaudio.functional.rnnt_loss(x, labels, logit_lengths, label_lengths, blank=blank,
+                                               reduction=reduction)
+        (loss * dloss).sum().backward() if reduction == "none" else loss.backward()
+        save(d, "loss_" + reduction, loss.reshape(-1))
+        save(d, "grad_" + reduction, x.grad)
+
+
+def mode_edit_distance(d, meta, args):
+    out = []
+    with open(os.path.join(d, "pairs.txt"), encoding="utf-8") as f:
+        for line in f.read().split("\n"):
+            if not line:
+                continue
+            hyp, ref = line.split("|")
+            out.append(torchaudio.functional.edit_distance(hyp.split(), ref.split()))
+    save(d, "distances", np.array(out, dtype=np.int64))
+
+
+def mode_bench_transducer_loss(d, meta, args):
+    torch.set_num_threads(args.threads)
+    logits, labels, logit_lengths, label_lengths = loss_inputs(d, meta)
+    blank = int(meta["blank"])
+    times = []
+    for i in range(args.warmup + args.iters):
+        x = logits.detach().requires_grad_(True)
+        start = time.perf_counter()
+        loss = torchaudio.functional.rnnt_loss(x, labels, logit_lengths, label_lengths, blank=blank,
+                                               reduction="mean")
+        loss.backward()
+        elapsed = (time.perf_counter() - start) * 1e3
+        if i >= args.warmup:
+            times.append(elapsed)
+    print(json.dumps({"impl": "torchaudio", "threads": args.threads, "ms": [round(t, 2) for t in times],
+                      "median_ms": round(statistics.median(times), 2), "loss": float(loss)}))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("mode")
+    p.add_argument("dirs", nargs="+", metavar="dir")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--iters", type=int, default=1)
+    args = p.parse_args()
+    fn = globals().get("mode_" + args.mode)
+    if fn is None:
+        sys.exit("rnnt_peer.py: unknown mode %r" % args.mode)
+    for d in args.dirs:
+        meta_path = os.path.join(d, "meta.json")
+        meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
+        fn(d, meta, args)
+
+
+if __name__ == "__main__":
+    main()
