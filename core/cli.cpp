@@ -68,6 +68,8 @@ po::options_description general_options() {
       ("output,o", po::value<std::string>()->value_name("FILE"), "JSON report (written atomically)")
       ("mllog", po::value<std::string>()->value_name("FILE"), "MLPerf MLLOG file (ttt; --runs N writes FILE_<r>)")
       ("csv", po::value<std::string>()->value_name("FILE"), "CSV report, one row per run / sweep point")
+      ("html", po::value<std::string>()->value_name("FILE"),
+       "HTML report: environment, verdicts and plots in one self-contained page (rewritten after every point)")
       ("plugin-dir", po::value<std::vector<std::string>>()->value_name("DIR"), "also search DIR for plugins (repeatable)")
       ("no-isolation", po::bool_switch(),
        "run the plugin in this process instead of a supervised worker process: a crash then ends the whole "
@@ -239,6 +241,10 @@ PreParsed pre_parse(int argc, const char* const* argv) {
   if (argc > 1 && argv[1][0] != '-') {
     out.command = argv[1];
     i = 2;
+    if (out.command == "report") {  // everything after it is the report command's (core/html_report.hpp)
+      for (; i < argc; ++i) out.passthrough.push_back(argv[i]);
+      return out;
+    }
     if (out.command == "check-mllog") {  // everything after it is the checker's (tools/mllog_check.py)
       for (; i < argc; ++i) {
         const std::string arg = argv[i];
@@ -292,10 +298,10 @@ PreParsed pre_parse(int argc, const char* const* argv) {
   }
   if (out.command.empty()) out.command = out.help && out.plugin.empty() ? "help" : "run";
   static const std::vector<std::string> commands{"run",   "list",  "info",  "help",   "version",
-                                                 "ttt",   "train", "infer", "loader", "check-mllog"};
+                                                 "ttt",   "train", "infer", "loader", "check-mllog", "report"};
   if (std::find(commands.begin(), commands.end(), out.command) == commands.end()) {
     std::string near = nearest(out.command, commands);
-    BH_USAGE("unknown command '{}'{} (commands: list, info <plugin>, run, ttt|train|infer|loader <plugin>, check-mllog FILE)",
+    BH_USAGE("unknown command '{}'{} (commands: list, info <plugin>, run, ttt|train|infer|loader <plugin>, check-mllog FILE, report RUN.json...)",
              out.command,
              near.empty() ? std::string() : fmt::format("; did you mean '{}'?", near));
   }
@@ -409,6 +415,7 @@ Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, 
   str("output", s.output);
   str("mllog", s.mllog);
   str("csv", s.csv);
+  str("html", s.html);
   str("submission-org", s.submission_org);
   str("comm-backend", s.comm_backend);
   str("launcher", s.launcher);
@@ -472,7 +479,7 @@ Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, 
   {
     // Two reports in one file would overwrite each other: one of them would be lost.
     const std::vector<std::pair<const char*, const std::string*>> outputs{
-        {"--output", &s.output}, {"--csv", &s.csv}, {"--mllog", &s.mllog}};
+        {"--output", &s.output}, {"--csv", &s.csv}, {"--mllog", &s.mllog}, {"--html", &s.html}};
     for (std::size_t i = 0; i < outputs.size(); ++i)
       for (std::size_t j = i + 1; j < outputs.size(); ++j)
         if (!outputs[i].second->empty() && !outputs[j].second->empty() &&
@@ -519,7 +526,8 @@ std::string help_text(const WorkloadInfo* info) {
         "       benchhost info <plugin>\n"
         "       benchhost [run] --plugin NAME [--mode ttt|train|infer|loader] [--config FILE] [options]\n"
         "       benchhost ttt|train|infer|loader NAME [options]      (same as --plugin NAME --mode ...)\n"
-        "       benchhost check-mllog FILE [--plugin-dir DIR] [--quiet]  (MLPerf logging rules; see --help there)\n\n";
+        "       benchhost check-mllog FILE [--plugin-dir DIR] [--quiet]  (MLPerf logging rules; see --help there)\n"
+        "       benchhost report RUN.json... [-o report.html]  (one HTML page with plots from JSON reports)\n\n";
   po::options_description visible;
   po::options_description g("General options");
   const po::options_description general = general_options();

@@ -38,13 +38,13 @@ inline constexpr int kExitHostError = 4;    ///< the host itself failed (report 
 inline constexpr int kExitInterrupted = 130;  ///< SIGINT/SIGTERM: partial results were written
 
 struct PreParsed {
-  std::string command;  ///< "run" (default), "list", "info", "help", "version", "check-mllog"
+  std::string command;  ///< "run" (default), "list", "info", "help", "version", "check-mllog", "report"
   std::string plugin;   ///< --plugin, or the argument of `info`
   std::vector<std::string> plugin_dirs;
   std::string config;
   bool help = false;
   bool json = false;  ///< --json: `list` and `info` print JSON (the plugins' declarations)
-  std::vector<std::string> passthrough;  ///< check-mllog: the checker's arguments
+  std::vector<std::string> passthrough;  ///< check-mllog: the checker's arguments; report: its arguments
 };
 PreParsed pre_parse(int argc, const char* const* argv);
 
@@ -63,6 +63,7 @@ struct Settings {
   int runs = 1;
   std::uint64_t seed = 1;
   std::string output, mllog, csv;
+  std::string html;  ///< --html: the self-contained HTML report (core/html_report.hpp)
   std::vector<std::string> plugin_dirs;
   int threads = 0;  ///< 0: all hardware threads
   bool threads_given = false;  ///< --threads was on the command line (else shared among local ranks)

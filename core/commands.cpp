@@ -15,6 +15,7 @@
 #include "benchhost/version.hpp"
 #include "cli.hpp"
 #include "environment.hpp"
+#include "html_report.hpp"
 #include "isolation.hpp"
 #include "reporters.hpp"
 
@@ -201,6 +202,7 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
   }
   const fs::path exe_dir = executable_dir();
   if (pre.command == "check-mllog") return check_mllog(pre, exe_dir, err);
+  if (pre.command == "report") return report_command(pre.passthrough, out, err);
   const auto roots = default_configs_roots(exe_dir);
   PluginRegistry registry;
   registry.discover(plugin_search_path(pre.plugin_dirs, exe_dir));
@@ -338,6 +340,7 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
       bus.add(std::make_unique<ConsoleReporter>(out));
       if (!s.output.empty()) bus.add(std::make_unique<JsonReporter>(s.output, header));
       if (!s.csv.empty()) bus.add(std::make_unique<CsvReporter>(s.csv));
+      if (!s.html.empty()) bus.add(std::make_unique<HtmlReporter>(s.html, header));
       if (!s.mllog.empty()) bus.add(std::make_unique<MllogReporter>(s.mllog, s.runs));
       std::fprintf(out, "benchhost %s: %s %s, mode %s, device %s, precision %s%s\n", BENCHHOST_VERSION_STRING,
                    plugin->name.c_str(), plugin->version.c_str(), s.mode.c_str(), s.device.c_str(), s.precision.c_str(),
