@@ -29,7 +29,7 @@
 /// peak.json.lock while they read, merge and rename a temporary file over the cache, so parallel
 /// runs (ctest -j, ranks) never see a torn file or drop each other's entries; the measurement
 /// itself runs outside the lock. A file that does not parse is ignored with a warning and
-/// rewritten. The test suite points XDG_CACHE_HOME at the build tree (tests/CMakeLists.txt), so
+/// rewritten. The test suite points XDG_CACHE_HOME at the build tree (tests/common/test_cache_home.cpp), so
 /// tests share one calibration per build and never write a user's cache.
 
 #include <cstdint>
@@ -75,7 +75,7 @@ struct PeakMeasurement {
   std::string measured_utc;   ///< "2026-11-26T03:58:12Z"
   std::optional<MachineLoad> load;  ///< how busy the machine was meanwhile
   bool from_cache = false;
-  /// "measured: SDK matmul f32 (oneDNN) 2048x2048x2048, 2 threads, oneDNN 3.0.0, 2026-11-26 (cached)"
+  /// "measured: SDK matmul f32 (oneDNN) 2048x2048x2048, 2 threads, oneDNN 2.6.3, 2026-11-26 (cached)"
   std::string describe() const;
 };
 
