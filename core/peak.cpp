@@ -413,9 +413,12 @@ void fill_mfu(RunRecord& r, const Settings& s, double flops_per_sample, int devi
     r.mfu_note = "the plugin declares no FLOPs per sample";
     return;
   }
-  const double achieved = flops_per_sample * *r.samples_per_second;
-  r.achieved_tflops = achieved / 1e12;
-  const RunPeaks p = run_peaks(s, local_processes);
+  r.achieved_tflops = flops_per_sample * *r.samples_per_second / 1e12;
+  apply_peaks(r, run_peaks(s, local_processes), devices);
+}
+
+void apply_peaks(RunRecord& r, const RunPeaks& p, int devices) {
+  const double achieved = r.achieved_tflops.value_or(0) * 1e12;
   std::vector<std::string> notes = p.warnings;
   r.datasheet_source = p.datasheet.source;
   if (p.datasheet.tflops > 0) {

@@ -126,5 +126,7 @@ struct RunRecord;
 /// datasheet_source and the warnings of Note [Calibrated MFU] on a record whose
 /// samples_per_second is set. `devices` multiplies the per-device peaks.
 void fill_mfu(RunRecord& r, const Settings& s, double flops_per_sample, int devices, int local_processes);
+/// The MFU part of fill_mfu for a record whose achieved_tflops is set, given the peaks.
+void apply_peaks(RunRecord& r, const RunPeaks& peaks, int devices);
 
 }  // namespace benchhost::host

@@ -222,3 +222,35 @@ TEST(Peak, MfuAboveOneIsFlaggedInTheMessage) {
   EXPECT_GT(r["mfu"].get<double>(), 1);
   EXPECT_NE(r["message"].get<std::string>().find("above 100%"), std::string::npos) << r.dump(2);
 }
+
+// A peak above the datasheet's (a wrong datasheet row, a --peak-tflops typo) and an MFU above 1
+// against either peak are said in the message; MFU scales with the device count.
+TEST(Peak, PeakAboveTheDatasheetIsFlagged) {
+  RunPeaks p;
+  p.peak_tflops = 2;
+  p.peak_source = "--peak-tflops 2 (given on the command line)";
+  p.datasheet = {1.5, "NVIDIA H100 SXM5 datasheet, dense bf16"};
+  RunRecord r;
+  r.achieved_tflops = 1.8;
+  apply_peaks(r, p, 1);
+  EXPECT_DOUBLE_EQ(*r.mfu, 0.9);
+  EXPECT_DOUBLE_EQ(*r.mfu_datasheet, 1.2);
+  EXPECT_EQ(r.datasheet_source, "NVIDIA H100 SXM5 datasheet, dense bf16");
+  EXPECT_NE(r.message.find("the peak 2 TFLOP/s is above the datasheet's 1.5 TFLOP/s"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("MFU against the datasheet peak is 120.0% (above 100%)"), std::string::npos) << r.message;
+  RunRecord two;
+  two.achieved_tflops = 1.8;
+  apply_peaks(two, p, 2);
+  EXPECT_DOUBLE_EQ(*two.mfu, 0.45);
+  // No peak: the reason, and still the datasheet figure.
+  RunPeaks none;
+  none.why = "peak calibration is off (--calibrate-peak off) and no --peak-tflops was given";
+  none.datasheet = p.datasheet;
+  RunRecord r3;
+  r3.achieved_tflops = 0.3;
+  apply_peaks(r3, none, 1);
+  EXPECT_FALSE(r3.mfu.has_value());
+  EXPECT_EQ(r3.mfu_note, none.why);
+  EXPECT_DOUBLE_EQ(*r3.mfu_datasheet, 0.2);
+  EXPECT_EQ(r3.message, "");
+}
