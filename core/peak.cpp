@@ -112,8 +112,10 @@ std::string PeakMeasurement::describe() const {
 }
 
 fs::path default_peak_cache_file() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/') return fs::path(xdg) / "benchhost" / "peak.json";
-  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "benchhost" / "peak.json";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/')
+    return fs::path(xdg) / "benchhost" / "peak.json";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return fs::path(home) / ".cache" / "benchhost" / "peak.json";
   return fs::temp_directory_path() / "benchhost" / "peak.json";
 }
 
@@ -153,7 +155,8 @@ PeakMeasurement measure_peak(const PeakRequest& r) {
     out.device_name = gpu_name(r.device);
     out.library = "cuBLASLt " + cuda_fact("cublaslt");
     out.path = mm.fp8_scaled ? "SDK matmul_fp8 e4m3 x e4m3 -> bf16 (cuBLASLt)"
-                             : fmt::format("SDK matmul {}{} (cuBLASLt)", dtype_name(mm.storage), mm.tf32 ? " tf32" : "");
+                             : fmt::format("SDK matmul {}{} (cuBLASLt)", dtype_name(mm.storage),
+                                           mm.tf32 ? " tf32" : "");
   }
   const auto math = policy.math_scope();
   const std::vector<std::int64_t> sizes = r.sizes.empty() ? default_sizes(r.device) : r.sizes;
@@ -254,7 +257,8 @@ PeakMeasurement from_json(const nlohmann::json& j) {
     load.busy = l.at("busy").get<bool>();
     m.load = load;
   }
-  if (!(std::isfinite(m.tflops) && m.tflops > 0)) BH_THROW(InvalidArgument, "tflops {} is not a positive rate", m.tflops);
+  if (!(std::isfinite(m.tflops) && m.tflops > 0))
+    BH_THROW(InvalidArgument, "tflops {} is not a positive rate", m.tflops);
   m.from_cache = true;
   return m;
 }
@@ -374,7 +378,8 @@ RunPeaks run_peaks(const Settings& s, int local_processes) {
   static std::mutex mutex;
   static std::map<std::string, RunPeaks> resolved;
   const Device device = parse_device(s.device);
-  const std::string memo = fmt::format("{}|{}|{}|{}|{}", s.device, s.precision, s.threads, s.peak_tflops, s.calibrate_peak);
+  const std::string memo =
+      fmt::format("{}|{}|{}|{}|{}", s.device, s.precision, s.threads, s.peak_tflops, s.calibrate_peak);
   std::lock_guard<std::mutex> guard(mutex);
   if (auto it = resolved.find(memo); it != resolved.end()) return it->second;
   RunPeaks p;

@@ -191,7 +191,8 @@ TEST(Peak, TrainReportCarriesMeasuredAndDatasheetMfuWithSources) {
   EXPECT_NE(console.find(source), std::string::npos) << console;
   EXPECT_TRUE(std::filesystem::exists(tmp.path / "cache" / "benchhost" / "peak.json"));
   const std::string csv = bhtest::read_file(tmp.path / "first.csv");
-  EXPECT_NE(csv.find("peak_tflops,peak_source,mfu_datasheet,datasheet_peak_tflops,datasheet_source\n"), std::string::npos);
+  EXPECT_NE(csv.find("peak_tflops,peak_source,mfu_datasheet,datasheet_peak_tflops,datasheet_source\n"),
+            std::string::npos);
   EXPECT_NE(csv.find("no datasheet peak for this CPU"), std::string::npos) << csv;
 
   const auto [cached, console2] = record("", "cached");

@@ -336,7 +336,8 @@ TEST(DlrmWorkload, DeclaredTrainFlopsMatchAHandCount) {
   dlrm::DlrmWorkload w;
   const RunInfo info = w.setup(ctx);
   const double bottom = 2.0 * (13 * 64 + 64 * 32 + 32 * 16);
-  const double hotness = 3 + 2 + 1 + 2 + 6 + 1 + 1 + 1 + 1 + 7 + 3 + 8 + 1 + 6 + 9 + 5 + 1 + 1 + 1 + 12 + 100 + 27 + 10 + 3 + 1 + 1;
+  const double hotness =
+      3 + 2 + 1 + 2 + 6 + 1 + 1 + 1 + 1 + 7 + 3 + 8 + 1 + 6 + 9 + 5 + 1 + 1 + 1 + 12 + 100 + 27 + 10 + 3 + 1 + 1;
   const double bags = hotness * 16;
   const double d = 16 * (1 + 26);  // bottom output + 26 pooled embeddings = 432
   const double cross = 3 * (2.0 * (d * 64 + 64 * d) + 3 * d);
