@@ -42,7 +42,10 @@ po::options_description run_options() {
        "per run / sweep point time limit, checked between steps; a step that does not return within the limit "
        "plus a grace (the larger of 10 s and a quarter of the limit) has its worker process killed (0 = none)")
       ("peak-tflops", po::value<double>()->value_name("TFLOPS"),
-       "device peak for MFU; needed on CPU (GPUs use a built-in table)")
+       "device peak for MFU, instead of the calibrated one (named as the source in reports)")
+      ("calibrate-peak", po::value<std::string>()->value_name("auto|refresh|off"),
+       "measure the device's achievable peak with the SDK's GEMM for MFU: auto (cached per machine and build, "
+       "default), refresh (measure again), off (MFU only against --peak-tflops)")
       ("comm-backend", po::value<std::string>()->value_name("auto|single|mpi|nccl"),
        "collective backend (default auto: nccl on CUDA, mpi when launched with several processes)")
       ("comm-timeout", po::value<double>()->value_name("SECONDS"), "deadline of each collective (default 1800)")
@@ -442,6 +445,11 @@ Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, 
   if (vm.count("synthetic")) s.synthetic = vm["synthetic"].as<bool>();
   if (vm.count("timeout")) s.timeout_seconds = vm["timeout"].as<double>();
   if (vm.count("peak-tflops")) s.peak_tflops = vm["peak-tflops"].as<double>();
+  if (vm.count("calibrate-peak")) {
+    s.calibrate_peak = vm["calibrate-peak"].as<std::string>();
+    if (s.calibrate_peak != "auto" && s.calibrate_peak != "refresh" && s.calibrate_peak != "off")
+      BH_USAGE("option --calibrate-peak: '{}' is not one of auto, refresh, off", s.calibrate_peak);
+  }
 
   // Without --mode: time to train when the plugin supports it, else the plugin's first mode.
   if (!vm.count("mode") && shorthand_mode.empty() && info && !info->modes.empty() &&

@@ -70,7 +70,8 @@ struct Settings {
   bool synthetic = false;
   double timeout_seconds = 0;  ///< per run / sweep point; 0 = none
   bool isolation = true;       ///< run the modes in a supervised worker process (Note [Crash isolation])
-  double peak_tflops = 0;      ///< device peak for MFU (CPU); 0 = from the GPU table or none
+  double peak_tflops = 0;      ///< device peak for MFU given by the user; 0 = calibrate (Note [Calibrated MFU])
+  std::string calibrate_peak = "auto";  ///< auto | refresh | off (peak.hpp, CalibrateMode)
   std::string comm_backend = "auto";  ///< auto | single | mpi | nccl
   double comm_timeout_seconds = 1800; ///< per-collective deadline
   std::string launcher;               ///< -n sweep child launcher template with {n}; "" = mpirun

@@ -53,8 +53,15 @@ struct RunRecord {
   std::optional<double> latency_ms_avg, latency_ms_p50, latency_ms_p90, latency_ms_p95, latency_ms_p99;  ///< infer
   std::optional<double> data_wait_fraction;  ///< share of step time spent in prepare_batch
   std::optional<double> achieved_tflops;
-  std::optional<double> mfu;                 ///< achieved FLOP/s / device peak
+  std::optional<double> mfu;                 ///< achieved FLOP/s / (peak_tflops x devices)
   std::string mfu_note;                      ///< why MFU is missing
+  // Note [Calibrated MFU] (peak.hpp): the peak `mfu` is against and where it came from, and MFU
+  // against a vendor datasheet's peak where one is known.
+  std::optional<double> peak_tflops;            ///< per device: calibrated, or --peak-tflops
+  std::string peak_source;                      ///< "measured: SDK matmul f32 (oneDNN) 2048x2048x2048, ..."
+  std::optional<double> mfu_datasheet;          ///< achieved / (datasheet_peak_tflops x devices)
+  std::optional<double> datasheet_peak_tflops;  ///< per device
+  std::string datasheet_source;                 ///< "NVIDIA H100 SXM5 datasheet, dense bf16" or why none
   std::optional<double> scaling_efficiency;  ///< weak scaling vs. the 1-device point
   std::optional<double> final_loss;
   // Mixed-precision step outcomes (ABI 1.2), over the steps counted in `iterations`; unset unless

@@ -105,6 +105,11 @@ ordered_json record_to_json(const RunRecord& r) {
   j["achieved_tflops"] = opt(r.achieved_tflops);
   j["mfu"] = opt(r.mfu);
   j["mfu_note"] = r.mfu_note;
+  j["peak_tflops"] = opt(r.peak_tflops);
+  j["peak_source"] = r.peak_source;
+  j["mfu_datasheet"] = opt(r.mfu_datasheet);
+  j["datasheet_peak_tflops"] = opt(r.datasheet_peak_tflops);
+  j["datasheet_source"] = r.datasheet_source;
   j["scaling_efficiency"] = opt(r.scaling_efficiency);
   j["final_loss"] = opt(r.final_loss);
   j["updates_skipped"] = opt(r.updates_skipped);
@@ -189,6 +194,11 @@ RunRecord record_from_json(const nlohmann::json& j) {
   read_opt(j, "achieved_tflops", r.achieved_tflops);
   read_opt(j, "mfu", r.mfu);
   r.mfu_note = j.value("mfu_note", "");
+  read_opt(j, "peak_tflops", r.peak_tflops);
+  r.peak_source = j.value("peak_source", "");
+  read_opt(j, "mfu_datasheet", r.mfu_datasheet);
+  read_opt(j, "datasheet_peak_tflops", r.datasheet_peak_tflops);
+  r.datasheet_source = j.value("datasheet_source", "");
   read_opt(j, "scaling_efficiency", r.scaling_efficiency);
   read_opt(j, "final_loss", r.final_loss);
   read_opt(j, "updates_skipped", r.updates_skipped);
@@ -294,10 +304,11 @@ std::string CsvReporter::render(const std::vector<RunRecord>& all) {
       "samples_per_second,step_ms_p50,step_ms_p90,step_ms_p99,latency_ms_avg,latency_ms_p50,latency_ms_p90,"
       "latency_ms_p95,latency_ms_p99,data_wait_fraction,achieved_tflops,mfu,scaling_efficiency,converged,"
       "time_to_train_seconds,final_metric,message,updates_skipped,loss_scale,promoted_calls,other_cpus,"
-      "cpu_steal_fraction,busy_machine\n";
+      "cpu_steal_fraction,busy_machine,peak_tflops,peak_source,mfu_datasheet,datasheet_peak_tflops,datasheet_source\n";
   for (const auto& r : all) {
     const auto& m = r.machine_load;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
+                       "{},{},{},{},{}\n",
                        r.kind, csv_text(r.plugin), to_string(r.status), r.device, r.precision, r.batch_size,
                        r.devices, r.seed, r.run_index, r.iterations, r.samples, csv_num(r.seconds),
                        csv_num(r.samples_per_second), csv_num(r.step_ms_p50), csv_num(r.step_ms_p90),
@@ -309,7 +320,8 @@ std::string CsvReporter::render(const std::vector<RunRecord>& all) {
                        r.updates_skipped ? std::to_string(*r.updates_skipped) : std::string(), csv_exact(r.loss_scale),
                        total_promoted(r), m ? fmt::format("{:.3g}", m->other_cpus) : std::string(),
                        m ? fmt::format("{:.3g}", m->steal_fraction) : std::string(),
-                       m ? (m->busy ? "true" : "false") : "");
+                       m ? (m->busy ? "true" : "false") : "", csv_num(r.peak_tflops), csv_text(r.peak_source),
+                       csv_num(r.mfu_datasheet), csv_num(r.datasheet_peak_tflops), csv_text(r.datasheet_source));
   }
   return out;
 }
@@ -472,6 +484,18 @@ std::string describe_promotions(const RunRecord& r) {
   if (by_count.size() > 3) ops += fmt::format(", {} more ops", by_count.size() - 3);
   return fmt::format("{}: {} op calls computed through f32 promotion ({})", r.precision, total_promoted(r), ops);
 }
+// "MFU 41.2% of 0.104 TFLOP/s (measured: SDK matmul ...); datasheet: no datasheet peak for this
+// CPU" (Note [Calibrated MFU], peak.hpp); "" when no achieved rate was computed.
+std::string describe_peaks(const RunRecord& r) {
+  if (!r.achieved_tflops) return {};
+  std::string s = fmt::format("achieved {:.4g} TFLOP/s; ", *r.achieved_tflops);
+  s += r.mfu ? fmt::format("MFU {:.1f}% of {:.4g} TFLOP/s ({})", *r.mfu * 100, r.peak_tflops.value_or(0), r.peak_source)
+             : fmt::format("MFU -: {}", r.mfu_note);
+  s += r.mfu_datasheet ? fmt::format("; datasheet MFU {:.1f}% of {:.4g} TFLOP/s ({})", *r.mfu_datasheet * 100,
+                                     r.datasheet_peak_tflops.value_or(0), r.datasheet_source)
+                       : fmt::format("; datasheet MFU -: {}", r.datasheet_source);
+  return s;
+}
 }  // namespace
 
 void ConsoleReporter::on_record(const RunRecord& r, const std::vector<RunRecord>&) {
@@ -484,6 +508,7 @@ void ConsoleReporter::on_record(const RunRecord& r, const std::vector<RunRecord>
   if (busy) line += fmt::format("; BUSY MACHINE: {}: these figures understate it", r.machine_load->describe());
   if (const std::string scaling = describe_loss_scaling(r); !scaling.empty()) line += "\n                  " + scaling;
   if (const std::string promoted = describe_promotions(r); !promoted.empty()) line += "\n                  " + promoted;
+  if (const std::string peaks = describe_peaks(r); !peaks.empty()) line += "\n                  " + peaks;
   if (!r.message.empty()) line += "\n                  " + r.message;
   std::fprintf(out_, "%s\n", line.c_str());
   std::fflush(out_);

@@ -24,7 +24,7 @@ struct ReportHeader {
   nlohmann::ordered_json environment;  ///< environment_fingerprint()
 };
 
-inline constexpr int kReportSchemaVersion = 4;  ///< 2: records gained updates_skipped, loss_scale; 3: promoted_calls; 4: machine_load
+inline constexpr int kReportSchemaVersion = 5;  ///< 2: records gained updates_skipped, loss_scale; 3: promoted_calls; 4: machine_load; 5: peak_tflops, peak_source, mfu_datasheet, datasheet_peak_tflops, datasheet_source
 
 /// The JSON form of one record (every field present; null when not meaningful).
 nlohmann::ordered_json record_to_json(const RunRecord& r);

@@ -19,6 +19,7 @@
 
 #include "benchhost/nn/registry.hpp"
 #include "environment.hpp"
+#include "peak.hpp"
 #include "reporters.hpp"
 #include "stats.hpp"
 
@@ -248,16 +249,8 @@ class StepGuard {
   Clock::time_point start_;
 };
 
-std::string gpu_name_from_environment() {
-  std::string why;
-  if (!device_available(Device::cuda(0), &why)) return {};
-  try {
-    for (const auto& [k, v] : device_backend(DeviceType::cuda).environment())
-      if (k == "gpu_name") return v;
-  } catch (...) {
-  }
-  return {};
-}
+// The CUDA backend names each GPU "gpu<N>_name" (peak.cpp reads it).
+std::string gpu_name_from_environment() { return gpu_name(Device::cuda(0)); }
 
 // ---- time to train -------------------------------------------------------------------------------
 
@@ -462,23 +455,6 @@ void fill_step_stats(RunRecord& r, const std::vector<double>& ms, bool latency) 
   }
 }
 
-void fill_mfu(RunRecord& r, const Settings& s, double flops_per_sample, int devices) {
-  if (!r.samples_per_second) return;
-  if (flops_per_sample <= 0) {
-    r.mfu_note = "the plugin declares no FLOPs per sample";
-    return;
-  }
-  const double achieved = flops_per_sample * *r.samples_per_second;
-  r.achieved_tflops = achieved / 1e12;
-  std::string why;
-  const double peak = device_peak_tflops(s, &why);
-  if (peak <= 0) {
-    r.mfu_note = why;
-    return;
-  }
-  r.mfu = achieved / (peak * 1e12 * devices);
-}
-
 enum class Kind { train, infer, loader };
 
 std::string shell_quote(const std::string& a) {
@@ -673,9 +649,9 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
     }
     if (kind == Kind::train) {
       r.data_wait_fraction = step_seconds > 0 ? wait_seconds / step_seconds : 0.0;
-      fill_mfu(r, s, info.train_flops_per_sample, n);
+      fill_mfu(r, s, info.train_flops_per_sample, n, where.local_size);  // peak.hpp
     } else if (kind == Kind::infer) {
-      fill_mfu(r, s, info.infer_flops_per_sample, n);
+      fill_mfu(r, s, info.infer_flops_per_sample, n, where.local_size);
     }
   } catch (...) {
     classify_current_exception(r, s);
@@ -711,34 +687,6 @@ std::uint64_t derive_seed(std::uint64_t base, int run) {
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   z ^= z >> 31;
   return z & 0x7FFFFFFFull;  // MLPerf logs seeds as small positive integers
-}
-
-double device_peak_tflops(const Settings& s, std::string* why) {
-  if (s.peak_tflops > 0) return s.peak_tflops;
-  const Device d = parse_device(s.device);
-  if (d.is_cpu()) {
-    if (why) *why = "MFU on CPU needs --peak-tflops (the CPU's peak FLOP/s for this precision)";
-    return 0;
-  }
-  // Dense peak TFLOP/s by GPU and precision (vendor datasheets; SXM parts).
-  struct Peak {
-    const char* name;
-    double fp32, tf32, fp16, bf16, fp8;
-  };
-  static const Peak table[] = {
-      {"H200", 67, 494.7, 989.4, 989.4, 1978.9}, {"H100", 67, 494.7, 989.4, 989.4, 1978.9},
-      {"A100", 19.5, 156, 312, 312, 0},          {"L40S", 91.6, 183, 362, 362, 733},
-      {"V100", 15.7, 0, 125, 0, 0}};
-  const std::string gpu = gpu_name_from_environment();
-  for (const auto& p : table) {
-    if (gpu.find(p.name) == std::string::npos) continue;
-    double v = s.precision == "fp32" ? p.fp32 : s.precision == "tf32" ? p.tf32 : s.precision == "fp16" ? p.fp16
-             : s.precision == "bf16" ? p.bf16 : p.fp8;
-    if (v > 0) return v;
-    break;
-  }
-  if (why) *why = fmt::format("no peak known for GPU '{}' at {}; pass --peak-tflops", gpu.empty() ? "unknown" : gpu, s.precision);
-  return 0;
 }
 
 ordered_json summarize_ttt(const std::vector<RunRecord>& records, const WorkloadInfo& info) {

@@ -45,10 +45,6 @@ void apply_weak_scaling(RunRecord& r, const std::vector<RunRecord>& earlier);
 /// Time-to-train aggregation over the ttt records in `records` (olympic mean; see stats.hpp).
 nlohmann::ordered_json summarize_ttt(const std::vector<RunRecord>& records, const WorkloadInfo& info);
 
-/// Device peak in TFLOP/s for MFU: --peak-tflops if set, else the GPU table by name and
-/// precision; 0 with `why` filled when unknown.
-double device_peak_tflops(const Settings& s, std::string* why);
-
 /// SIGINT/SIGTERM: handlers set a flag; run loops stop at the next step and report what they have.
 void install_signal_handlers();
 int received_signal();  ///< 0 when none

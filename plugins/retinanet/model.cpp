@@ -490,7 +490,14 @@ void RetinaNet::load_backbone(const std::string& path) {
   for (auto& [dst, src] : copies) dst->copy_(*src);  // validated first: all or nothing
 }
 
-double RetinaNet::forward_macs(std::int64_t h, std::int64_t w) const {
+double RetinaNet::forward_macs(std::int64_t h, std::int64_t w) const { return count_macs(h, w, false); }
+
+double RetinaNet::frozen_forward_macs(std::int64_t h, std::int64_t w) const { return count_macs(h, w, true); }
+
+// All multiply-adds of the forward pass, or only those of the frozen backbone part: the stem when
+// trainable_layers < 5, and stage s (layer s+1) when s < 4 - trainable_layers (torchvision's
+// layers_to_train order: layer4, layer3, layer2, layer1, conv1).
+double RetinaNet::count_macs(std::int64_t h, std::int64_t w, bool frozen_only) const {
   const RetinaNetConfig& c = config_;
   auto out = [](std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t pad) {
     return (in + 2 * pad - k) / s + 1;
@@ -499,10 +506,11 @@ double RetinaNet::forward_macs(std::int64_t h, std::int64_t w) const {
                       std::int64_t groups) {
     return static_cast<double>(oh) * ow * o * (in / groups) * k * k;
   };
-  double macs = 0;
+  double macs = 0, frozen = 0;
   h = out(h, 7, 2, 3);
   w = out(w, 7, 2, 3);
   macs += conv_macs(h, w, 3, c.stem_channels, 7, 1);
+  if (c.trainable_layers < 5) frozen = macs;
   h = out(h, 3, 2, 1);
   w = out(w, 3, 2, 1);
   std::int64_t in = c.stem_channels;
@@ -512,10 +520,12 @@ double RetinaNet::forward_macs(std::int64_t h, std::int64_t w) const {
     for (std::int64_t b = 0; b < c.blocks[s]; ++b) {
       const std::int64_t stride = (s > 0 && b == 0) ? 2 : 1;
       const std::int64_t oh = out(h, 3, stride, 1), ow = out(w, 3, stride, 1);
-      macs += conv_macs(h, w, in, width, 1, 1);
-      macs += conv_macs(oh, ow, width, width, 3, c.groups);
-      macs += conv_macs(oh, ow, width, o, 1, 1);
-      if (stride != 1 || in != o) macs += conv_macs(oh, ow, in, o, 1, 1);
+      double block = conv_macs(h, w, in, width, 1, 1);
+      block += conv_macs(oh, ow, width, width, 3, c.groups);
+      block += conv_macs(oh, ow, width, o, 1, 1);
+      if (stride != 1 || in != o) block += conv_macs(oh, ow, in, o, 1, 1);
+      macs += block;
+      if (static_cast<std::int64_t>(s) < 4 - c.trainable_layers) frozen += block;
       h = oh;
       w = ow;
       in = o;
@@ -537,7 +547,7 @@ double RetinaNet::forward_macs(std::int64_t h, std::int64_t w) const {
     macs += conv_macs(gh, gw, F, c.num_anchors * c.num_classes, 3, 1);
     macs += conv_macs(gh, gw, F, c.num_anchors * 4, 3, 1);
   }
-  return macs;
+  return frozen_only ? frozen : macs;
 }
 
 // ---------------------------------------------------------------------------------------------

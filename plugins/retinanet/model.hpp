@@ -116,6 +116,9 @@ class RetinaNet : public nn::Module {
 
   /// Multiply-accumulates of one forward pass for one image of h x w (convolutions).
   double forward_macs(std::int64_t h, std::int64_t w) const;
+  /// The part of forward_macs in the frozen backbone (config trainable_layers), which training
+  /// runs forward only: no weight or input gradients.
+  double frozen_forward_macs(std::int64_t h, std::int64_t w) const;
 
   /// The parameters the optimizer updates (parameters() less the frozen convs).
   std::vector<nn::Parameter*> trainable_parameters();
@@ -126,6 +129,7 @@ class RetinaNet : public nn::Module {
   Tensor head_grad(const Tensor& d, std::int64_t h, std::int64_t w, std::int64_t per_anchor) const;
   Tensor conv_backward(nn::Conv2d& c, const Tensor& dy, const Tensor& x, bool input_grad);
   int first_trainable_stage() const;  // 0..3, 4 when no stage trains
+  double count_macs(std::int64_t h, std::int64_t w, bool frozen_only) const;
 
   RetinaNetConfig config_;
   // backbone.body

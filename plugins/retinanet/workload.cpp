@@ -306,7 +306,9 @@ RunInfo RetinaNetWorkload::run_info() const {
   const std::int64_t s = o.get_int("image-size");
   const double macs = model_->forward_macs(s, s);
   info.infer_flops_per_sample = 2.0 * macs;
-  info.train_flops_per_sample = 3.0 * 2.0 * macs;
+  // Note [FLOPs per sample] (docs/plugin-abi.md): 3 x forward, except the frozen backbone layers,
+  // which run forward only.
+  info.train_flops_per_sample = 3.0 * 2.0 * macs - 2.0 * 2.0 * model_->frozen_forward_macs(s, s);
   info.eval_samples = data_.eval_samples;
   info.metric_target = o.get_float("target");
   return info;

@@ -204,3 +204,31 @@ TEST(BertMini, TimeToTrainThroughTheHostWithACompliantMllog) {
   if (text::default_kjv_path().empty()) GTEST_SKIP() << "bible-kjv-text is not installed";
   test_support::expect_mini_time_to_train("bert", "bert");
 }
+
+// Note [FLOPs per sample] (plugins/lm_common/model_costs.hpp, docs/plugin-abi.md): the declared
+// training FLOPs of the mini shape (2 layers, hidden 128, 2 heads, ffn 512, vocab 512, 32 tokens,
+// 5 masked predictions) against a hand count of every matmul in the step, as [M x K] @ [K x N] =
+// M K N multiply-adds, 2 FLOPs each, forward + backward = 3 x forward. Embedding lookups, layer
+// norms, softmax, dropout and the losses are not counted.
+TEST(BertModes, DeclaredTrainFlopsMatchAHandCount) {
+  RunContext ctx = mini_context({{"layers", "2"}, {"hidden", "128"}, {"heads", "2"}, {"ffn", "512"},
+                                 {"vocab", "512"}, {"seq-len", "32"}, {"max-positions", "32"},
+                                 {"max-predictions", "5"}});
+  ctx.mode = "train";
+  ctx.synthetic_data = true;
+  ctx.batch_size = 2;
+  bert::BertWorkload w;
+  const RunInfo info = w.setup(ctx);
+  const double T = 32, H = 128, F = 512, V = 512, P = 5, heads = 2, dh = H / heads;
+  const double qkv = 3 * (T * H * H);          // [T x H] @ [H x H], three times
+  const double scores = heads * (T * dh * T);  // per head [T x dh] @ [dh x T]
+  const double context = heads * (T * T * dh); // per head [T x T] @ [T x dh]
+  const double out_proj = T * H * H;
+  const double ffn = T * H * F + T * F * H;
+  const double layer = qkv + scores + context + out_proj + ffn;
+  const double mlm = P * H * H + P * H * V;    // transform and tied decoder on the masked positions
+  const double pooler_nsp = H * H + H * 2;     // [CLS] only
+  const double forward_macs = 2 * layer + mlm + pooler_nsp;
+  EXPECT_NEAR(info.train_flops_per_sample, 3 * 2 * forward_macs, 1e-9 * forward_macs);
+  EXPECT_NEAR(info.infer_flops_per_sample, 2 * forward_macs, 1e-9 * forward_macs);
+}

@@ -179,6 +179,11 @@ TEST(Cli, ValuesThatWereTakenSilentlyAreRefused) {
   EXPECT_NE(usage_error({"--plugin", "toy", "-b", "8,"}).find("an empty element"), std::string::npos);
   EXPECT_NE(usage_error({"--plugin", "toy", "--timeout", "nan"}).find("option --timeout: nan"), std::string::npos);
   EXPECT_NE(usage_error({"--plugin", "toy", "--peak-tflops", "inf"}).find("option --peak-tflops"), std::string::npos);
+  EXPECT_NE(usage_error({"--plugin", "toy", "--calibrate-peak", "always"})
+                .find("option --calibrate-peak: 'always' is not one of auto, refresh, off"),
+            std::string::npos);
+  EXPECT_EQ(parse({"--plugin", "toy"}).calibrate_peak, "auto");
+  EXPECT_EQ(parse({"--plugin", "toy", "--calibrate-peak", "off"}).calibrate_peak, "off");
   EXPECT_NE(usage_error({"--plugin", "toy", "--threads", "100000"}).find("option --threads: 100000"), std::string::npos);
   EXPECT_NE(usage_error({"--plugin", "toy", "-o", "r.json", "--csv", "./r.json"}).find("name the same file"),
             std::string::npos);

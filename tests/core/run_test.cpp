@@ -450,7 +450,8 @@ TEST(PromotedCalls, RoundTripThroughJsonAndCsv) {
   EXPECT_EQ(j["promoted_calls"], json({{"add", 16}, {"batch_norm_forward", 34}}));
   EXPECT_EQ(record_from_json(j).promoted_calls, r.promoted_calls);
   const std::string rows = CsvReporter::render({r});
-  EXPECT_EQ(rows.substr(rows.size() - 7), ",50,,,\n") << rows;  // then the (unmeasured) machine-load columns
+  // then the (unmeasured) machine-load columns and the five peak columns (Note [Calibrated MFU])
+  EXPECT_EQ(rows.substr(rows.size() - 12), ",50,,,,,,,,\n") << rows;
   // The machine load travels the same way (a -n sweep's parent reads its child's report).
   r.machine_load = MachineLoad{2, 1.5, 1.25, 0.01, 3.5, true};
   const RunRecord back = record_from_json(json::parse(record_to_json(r).dump()));
@@ -460,7 +461,8 @@ TEST(PromotedCalls, RoundTripThroughJsonAndCsv) {
   EXPECT_DOUBLE_EQ(back.machine_load->steal_fraction, 0.01);
   EXPECT_TRUE(back.machine_load->busy);
   const std::string busy_rows = CsvReporter::render({r});
-  EXPECT_EQ(busy_rows.substr(busy_rows.size() - 19), ",50,1.25,0.01,true\n") << busy_rows;
+  const std::string busy_row = bhtest::without_last_csv_fields(busy_rows, 5);  // less the peak columns
+  EXPECT_EQ(busy_row.substr(busy_row.size() - 19), ",50,1.25,0.01,true\n") << busy_rows;
   json older = j;
   older.erase("promoted_calls");  // a schema-2 report
   EXPECT_TRUE(record_from_json(older).promoted_calls.empty());
@@ -488,10 +490,12 @@ TEST(LossScaling, EveryReporterShowsTheCounts) {
   EXPECT_EQ(back.loss_scale, std::optional<double>(16384));
   const std::string rows = bhtest::read_file(csv);
   const std::string header = rows.substr(0, rows.find('\n'));
-  const std::string tail = ",message,updates_skipped,loss_scale,promoted_calls,other_cpus,cpu_steal_fraction,busy_machine";
+  const std::string tail = ",message,updates_skipped,loss_scale,promoted_calls,other_cpus,cpu_steal_fraction,busy_machine,"
+                           "peak_tflops,peak_source,mfu_datasheet,datasheet_peak_tflops,datasheet_source";
   EXPECT_EQ(header.substr(header.size() - tail.size()), tail) << header;
-  // The machine-load columns follow (Note [A busy machine]): their values depend on the machine.
-  const std::string row = bhtest::without_last_csv_fields(rows, 3);
+  // The machine-load and peak columns follow (Note [A busy machine], Note [Calibrated MFU]): their
+  // values depend on the machine.
+  const std::string row = bhtest::without_last_csv_fields(rows, 8);
   EXPECT_EQ(row.substr(row.size() - std::string(",3,16384,0\n").size()), ",3,16384,0\n") << rows;
 
   // The same point in fp32: null in JSON, empty CSV cells, no console line.
@@ -502,7 +506,7 @@ TEST(LossScaling, EveryReporterShowsTheCounts) {
   const json plain = json::parse(bhtest::read_file(report))["results"][0];
   EXPECT_TRUE(plain["updates_skipped"].is_null());
   EXPECT_TRUE(plain["loss_scale"].is_null());
-  const std::string plain_rows = bhtest::without_last_csv_fields(bhtest::read_file(csv), 3);
+  const std::string plain_rows = bhtest::without_last_csv_fields(bhtest::read_file(csv), 8);
   EXPECT_EQ(plain_rows.substr(plain_rows.size() - 5), ",,,0\n") << plain_rows;
 }
 

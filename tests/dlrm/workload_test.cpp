@@ -320,3 +320,31 @@ TEST(DlrmSharding, PlacementBalancesRowsAndIsTheSameEverywhere) {
   }
   EXPECT_THROW(dlrm::parse_sharding("rows"), InvalidArgument);
 }
+
+// Note [FLOPs per sample] (docs/plugin-abi.md): the declared training FLOPs of the mini DLRM-DCNv2
+// (configs/dlrm_dcnv2/mini.conf: 13 dense features, bottom MLP 64-32-16, 26 bags of dim 16 with
+// MLPerf's hotness, 3 cross layers of rank 64, top MLP 128-128-64-32-1) against a hand count,
+// layer by layer. Linear layers: in x out multiply-adds, 2 FLOPs each; embedding bags: one add per
+// looked-up row element (hotness x dim); each cross layer x_{l+1} = x0 * (W (V x_l) + b) + x_l:
+// the two low-rank matmuls plus 3 element-wise ops per element (bias, product, sum). Training =
+// 3 x forward, as the workload declares it (the bags' backward is a scatter of the same size,
+// which the 3x overstates by a negligible amount).
+TEST(DlrmWorkload, DeclaredTrainFlopsMatchAHandCount) {
+  RunContext ctx = dlrm_test::context_from_config("mini.conf", {{"generate", "false"}});
+  ctx.synthetic_data = true;
+  ctx.num_threads = 1;
+  dlrm::DlrmWorkload w;
+  const RunInfo info = w.setup(ctx);
+  const double bottom = 2.0 * (13 * 64 + 64 * 32 + 32 * 16);
+  const double hotness =
+      3 + 2 + 1 + 2 + 6 + 1 + 1 + 1 + 1 + 7 + 3 + 8 + 1 + 6 + 9 + 5 + 1 + 1 + 1 + 12 + 100 + 27 + 10 + 3 + 1 + 1;
+  const double bags = hotness * 16;
+  const double d = 16 * (1 + 26);  // bottom output + 26 pooled embeddings = 432
+  const double cross = 3 * (2.0 * (d * 64 + 64 * d) + 3 * d);
+  const double top = 2.0 * (d * 128 + 128 * 128 + 128 * 64 + 64 * 32 + 32 * 1);
+  const double forward = bottom + bags + cross + top;
+  EXPECT_DOUBLE_EQ(info.infer_flops_per_sample, forward);
+  EXPECT_DOUBLE_EQ(info.train_flops_per_sample, 3 * forward);
+  std::cout << "forward FLOPs per sample " << forward << ", of which embedding bags and cross element-wise "
+            << bags + 3 * 3 * d << "\n";
+}

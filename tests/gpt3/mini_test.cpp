@@ -119,3 +119,28 @@ TEST(Gpt3Mini, TimeToTrainThroughTheHostWithACompliantMllog) {
                              "\"key\": \"opt_adam_beta_1\", \"value\": 0.9,", "\"key\": \"opt_base_learning_rate\", \"value\": 0.003,"})
     EXPECT_NE(mllog.find(logged), std::string::npos) << logged;
 }
+
+// Note [FLOPs per sample] (plugins/lm_common/model_costs.hpp, docs/plugin-abi.md): the declared
+// training FLOPs of a small GPT (2 layers, hidden 128, 4 heads, ffn 512, vocab 1281, 64 tokens)
+// against a hand count of every matmul of the step, as [M x K] @ [K x N] = M K N multiply-adds,
+// 2 FLOPs each, forward + backward = 3 x forward; causal masking is not discounted (the score and
+// context matmuls are full T x T), embeddings, norms, softmax and the loss are not counted.
+TEST(Gpt3Modes, DeclaredTrainFlopsMatchAHandCount) {
+  RunContext ctx = mini_context({{"layers", "2"}, {"hidden", "128"}, {"heads", "4"}, {"ffn", "512"},
+                                 {"vocab", "1281"}, {"seq-len", "64"}});
+  ctx.mode = "train";
+  ctx.synthetic_data = true;
+  ctx.batch_size = 1;
+  gpt3::GptWorkload w;
+  const RunInfo info = w.setup(ctx);
+  const double T = 64, H = 128, F = 512, V = 1281, heads = 4, dh = H / heads;
+  const double layer = 3 * (T * H * H)         // q, k, v
+                       + heads * (T * dh * T)  // scores
+                       + heads * (T * T * dh)  // context
+                       + T * H * H             // output projection
+                       + T * H * F + T * F * H;  // MLP
+  const double logits = T * H * V;  // tied output projection on every position
+  const double forward_macs = 2 * layer + logits;
+  EXPECT_NEAR(info.train_flops_per_sample, 3 * 2 * forward_macs, 1e-9 * forward_macs);
+  EXPECT_NEAR(info.infer_flops_per_sample, 2 * forward_macs, 1e-9 * forward_macs);
+}

@@ -447,3 +447,24 @@ TEST(ResNet50Workload, DeclaresTheMlperfRulesOfResnet) {
 }
 
 }  // namespace
+
+// Note [FLOPs per sample] (docs/plugin-abi.md): the declared training FLOPs against a hand count of
+// a two-stage bottleneck ResNet at 32x32, layer by layer (MACs = output pixels x in x out x k x k;
+// batch norm, ReLU, pooling and the loss are not counted; training = 3 x forward, 2 FLOPs per MAC).
+TEST(ResNet50Workload, DeclaredTrainFlopsMatchAHandCount) {
+  ResNetWorkload w;
+  RunContext train = context({{"blocks", "1,1"}, {"base-width", "8"}, {"image-size", "32"}, {"num-classes", "4"},
+                              {"batch-size", "2"}}, "train");
+  train.synthetic_data = true;
+  const RunInfo info = w.setup(train);
+  const double stem = 16.0 * 16 * 3 * 8 * 7 * 7;  // 7x7/2 conv, 32 -> 16, 3 -> 8 channels; max pool 16 -> 8
+  // stage 1 (8x8, width 8, out 32): 1x1 8->8, 3x3 8->8, 1x1 8->32, projection 1x1 8->32
+  const double stage1 = 8.0 * 8 * 8 * 8 + 8.0 * 8 * 8 * 8 * 9 + 8.0 * 8 * 8 * 32 + 8.0 * 8 * 8 * 32;
+  // stage 2 (v1.5: the 3x3 strides, 8x8 -> 4x4; width 16, out 64): 1x1 32->16 at 8x8, 3x3/2 16->16,
+  // 1x1 16->64, projection 1x1/2 32->64
+  const double stage2 = 8.0 * 8 * 32 * 16 + 4.0 * 4 * 16 * 16 * 9 + 4.0 * 4 * 16 * 64 + 4.0 * 4 * 32 * 64;
+  const double fc = 64.0 * 4;  // after global average pooling
+  const double forward_macs = stem + stage1 + stage2 + fc;
+  EXPECT_DOUBLE_EQ(info.infer_flops_per_sample, 2 * forward_macs);
+  EXPECT_DOUBLE_EQ(info.train_flops_per_sample, 3 * 2 * forward_macs);
+}

@@ -223,3 +223,28 @@ TEST(RetinaNetWorkload, TwoRanksMatchOneProcess) {
 }
 
 }  // namespace
+
+// Note [FLOPs per sample] (docs/plugin-abi.md): the forward MACs are torchvision's
+// (RetinaNetPeer.ForwardMacsMatchTorchvisionHooks); training counts 3 x forward except the frozen
+// backbone part (trainable-layers 3: the stem and layer1), which runs forward only. The frozen
+// part by hand at 64x64 for the tiny model: the 7x7/2 stem 3 -> 8 channels at 32x32, max pool to
+// 16x16, then layer1's one bottleneck (width 2 groups x 2, out 32): 1x1 8 -> 4, grouped 3x3 4 -> 4
+// (2 input channels per group), 1x1 4 -> 32 and the 1x1 projection 8 -> 32, at 16x16.
+TEST(RetinaNetWorkload, DeclaredTrainFlopsCountTheFrozenLayersForwardOnly) {
+  const double stem = 32.0 * 32 * 8 * 3 * 49;
+  const double layer1 = 16.0 * 16 * (8 * 4 + 4 * 2 * 9 + 4 * 32 + 8 * 32);
+  for (const std::string trainable : {"3", "5"}) {
+    auto o = tiny();
+    o["trainable-layers"] = trainable;
+    RetinaNetWorkload w;
+    RunContext ctx = context(o, "train");
+    ctx.synthetic_data = true;
+    const RunInfo info = w.setup(ctx);
+    const double macs = w.model().forward_macs(64, 64);
+    const double frozen = trainable == "3" ? stem + layer1 : 0.0;
+    EXPECT_DOUBLE_EQ(w.model().frozen_forward_macs(64, 64), frozen) << trainable;
+    EXPECT_DOUBLE_EQ(info.infer_flops_per_sample, 2 * macs);
+    EXPECT_DOUBLE_EQ(info.train_flops_per_sample, 3 * 2 * macs - 2 * 2 * frozen) << trainable;
+    w.teardown();
+  }
+}

@@ -386,3 +386,27 @@ TEST(UNet3dWorkload, TwoRanksMatchOneProcess) {
 }
 
 }  // namespace
+
+// Note [FLOPs per sample] (docs/plugin-abi.md): the declared training FLOPs of a two-level U-Net
+// (filters 4, 8; 16^3 patch, 1 input channel, 3 classes) against a hand count, layer by layer:
+// a k^3 convolution costs in x out x k^3 multiply-adds per *output* voxel (the strided
+// down-sampling ones at the coarser size), a k2 s2 transposed convolution in x out x 8 per *input*
+// voxel; instance norm, ReLU and the loss are not counted; training = 3 x forward, 2 FLOPs per MAC.
+TEST(UNet3dWorkload, DeclaredTrainFlopsMatchAHandCount) {
+  RunContext train = context({{"filters", "4,8"}, {"patch-size", "16,16,16"}}, "train");
+  train.synthetic_data = true;
+  UNet3dWorkload w;
+  const RunInfo info = w.setup(train);
+  const double v16 = 16 * 16 * 16, v8 = 8 * 8 * 8, v4 = 4 * 4 * 4;
+  const double encoder = v16 * 1 * 4 * 27 + v16 * 4 * 4 * 27     // input block at 16^3
+                         + v8 * 4 * 8 * 27 + v8 * 8 * 8 * 27     // down to 8^3 (strided), 4 -> 8
+                         + v4 * 8 * 8 * 27 + v4 * 8 * 8 * 27;    // bottleneck at 4^3
+  const double decoder = v4 * 8 * 8 * 8                          // transposed 4^3 -> 8^3
+                         + v8 * 16 * 8 * 27 + v8 * 8 * 8 * 27    // skip concat 16 -> 8, then 8 -> 8
+                         + v8 * 8 * 4 * 8                        // transposed 8^3 -> 16^3
+                         + v16 * 8 * 4 * 27 + v16 * 4 * 4 * 27   // skip concat 8 -> 4, then 4 -> 4
+                         + v16 * 4 * 3;                          // 1x1x1 to 3 classes
+  const double forward_macs = encoder + decoder;
+  EXPECT_DOUBLE_EQ(info.infer_flops_per_sample, 2 * forward_macs);
+  EXPECT_DOUBLE_EQ(info.train_flops_per_sample, 3 * 2 * forward_macs);
+}

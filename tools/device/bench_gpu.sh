@@ -27,7 +27,9 @@ ours() {  # name, then benchhost arguments
 import json, sys
 try:
     r = json.load(open(sys.argv[1]))["results"][0]
-    print(f"{sys.argv[2]:28s} {r['status']:8s} {r.get('samples_per_second') or 0:12.1f} samples/s  MFU {r.get('mfu')}  {r.get('message', '')}")
+    print(f"{sys.argv[2]:28s} {r['status']:8s} {r.get('samples_per_second') or 0:12.1f} samples/s  MFU {r.get('mfu')} "
+          f"of {r.get('peak_tflops')} TFLOP/s ({r.get('peak_source', '')}), datasheet MFU {r.get('mfu_datasheet')} "
+          f"({r.get('datasheet_source', '')})  {r.get('message', '')}")
 except Exception as e:
     print(f"{sys.argv[2]:28s} no report ({e})")
 PY
