@@ -13,11 +13,13 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "benchhost/error.hpp"
 #include "common.hpp"
+#include "common/thread_comm.hpp"
 #include "librispeech.hpp"
 #include "synthetic.hpp"
 #include "tokenizer.hpp"
@@ -259,6 +261,18 @@ TEST(LibriSpeechSynthetic, MissingProgramsNameTheirPackage) {
     }
     EXPECT_FALSE(fs::exists(dir / "x"));
   }
+  if (!test::have_generator_programs()) return;
+  // A program that fails: a DataError with its exit status, and nothing left behind.
+  auto o = test::shared_options();
+  o.espeak_program = "/bin/false";
+  try {
+    generate_librispeech_synthetic(dir / "x", o);
+    ADD_FAILURE() << "a failing espeak-ng went unnoticed";
+  } catch (const DataError& e) {
+    EXPECT_NE(e.message().find("/bin/false -v"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("failed (exit 1)"), std::string::npos) << e.message();
+  }
+  EXPECT_TRUE(fs::is_empty(dir.path)) << "staging directory left behind";
 }
 
 TEST(LibriSpeechSynthetic, Tool) {
@@ -352,4 +366,25 @@ TEST(LibriSpeechSynthetic, PythonPeerReadsTheSameSet) {
   EXPECT_EQ(manifests, 2);
   EXPECT_EQ(records, test::shared_options().train_utterances + test::shared_options().eval_utterances);
   std::printf("python peer: %d records, largest |sum| or |sum of squares| difference %.3g\n", records, worst);
+}
+
+TEST(LibriSpeechSynthetic, EnsureAcrossRanks) {
+  SKIP_WITHOUT_PROGRAMS();
+  test::TempDir dir("ranks");
+  auto o = test::shared_options();
+  o.train_utterances = 3;
+  o.eval_utterances = 1;
+  test_support::Group group(2);
+  std::vector<LibriSpeechSyntheticReport> reports(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      test_support::ThreadComm comm(group, r);
+      reports[static_cast<std::size_t>(r)] = ensure_librispeech_synthetic(dir / "e", o, &comm);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(reports[0].generated);
+  EXPECT_FALSE(reports[1].generated);  // rank 1 waited and found rank 0's set
+  EXPECT_EQ(reports[1].tokenizer_model, dir / "e/sentencepieces/librispeech32.model");
+  EXPECT_EQ(read_manifest(dir / "e", dir / ("e/" + manifest_name(kSyntheticTrainSplit))).size(), 3u);
 }
