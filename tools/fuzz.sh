@@ -22,7 +22,7 @@ if ((${#missing[@]})); then
 fi
 build=${BUILD_DIR:-build-fuzz}
 runs=${RUNS:-10000000}
-fuzzers=${FUZZERS:-"npy idx image audio manifest text datasets coco cli"}
+fuzzers=${FUZZERS:-"npy idx image audio manifest text datasets coco librispeech cli"}
 jobs=${JOBS:-$(nproc)}
 max_time=${MAX_TIME:-0}
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1"
