@@ -20,7 +20,8 @@
 // reorder per weight per call, cheap next to the 8 T B H (I + H) flops of the layer. The single
 // bias is b_ih + b_hh (ldgo = PyTorch's order); its gradient goes to both. oneDNN accumulates
 // weight gradients into its diff buffers on some paths, so they are zeroed scratch in its own
-// format, then reordered with a sum post-op into our gradients (+=).
+// format (it refuses ldgoi there), then added into our gradients (+=) by a tiled transpose
+// (a oneDNN reorder with a sum post-op when the format is blocked).
 
 #include <cstring>
 #include <vector>
@@ -235,6 +236,48 @@ Tensor summed_bias(const OpCall& call, std::int64_t H) {
   return b;
 }
 
+// A plain (unblocked, unpadded offset) 5-d weights layout {1, 1, in, 4, H}: element strides of
+// the input channel, the gate and the unit. oneDNN's reorder from its ldigo gradient into our
+// ldgoi one (a transpose) with a sum post-op measured ~100 ms for 1024 x 4096 here, several
+// times a blocked transpose; so plain gradients are added by transpose_accumulate() instead.
+struct DiffLayout {
+  bool plain = false;
+  std::int64_t si = 0, sg = 0, so = 0;
+};
+
+DiffLayout diff_layout(const memory::desc& md) {
+  DiffLayout l;
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.ndims != 5 || d.format_kind != dnnl_blocked || d.format_desc.blocking.inner_nblks != 0 || d.offset0 != 0)
+    return l;
+  l.plain = true;
+  l.si = d.format_desc.blocking.strides[2];
+  l.sg = d.format_desc.blocking.strides[3];
+  l.so = d.format_desc.blocking.strides[4];
+  return l;
+}
+
+// dst [4H, in] (PyTorch's layout) += src laid out as `l`, in 32 x 32 tiles.
+BH_CPU_KERNEL void transpose_accumulate_tile(const float* src, std::int64_t si, std::int64_t so, std::int64_t o0,
+                                             std::int64_t o1, std::int64_t i0, std::int64_t i1, std::int64_t in,
+                                             float* dst) {
+  for (std::int64_t i = i0; i < i1; ++i)
+    for (std::int64_t o = o0; o < o1; ++o) dst[o * in + i] += src[i * si + o * so];
+}
+
+void transpose_accumulate(const float* src, const DiffLayout& l, std::int64_t in, std::int64_t H, float* dst) {
+  constexpr std::int64_t kTile = 32;
+  const std::int64_t o_tiles = (H + kTile - 1) / kTile;
+  parallel_range(4 * o_tiles, 1, [&](std::int64_t t0, std::int64_t t1) {
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const std::int64_t g = t / o_tiles, o0 = (t % o_tiles) * kTile, o1 = std::min(H, o0 + kTile);
+      for (std::int64_t i0 = 0; i0 < in; i0 += kTile)
+        transpose_accumulate_tile(src + g * l.sg, l.si, l.so, o0, o1, i0, std::min(in, i0 + kTile), in,
+                                  dst + g * H * in);
+    }
+  });
+}
+
 struct FwdEntry {
   dnnl::lstm_forward::primitive_desc pd;
   dnnl::lstm_forward prim;
@@ -248,6 +291,7 @@ struct BwdEntry {
   dnnl::lstm_backward prim;
   Staged fwd_w_layer, fwd_w_iter, w_layer, w_iter;  // user ldgoi -> each primitive's format
   Staged dw_layer, dw_iter;                          // primitive's diff format -> user ldgoi (+=)
+  DiffLayout dw_layer_plain, dw_iter_plain;          // the same, when plain: our transpose-add
 };
 
 PrimitiveCache<FwdEntry> fwd_cache;
@@ -300,6 +344,8 @@ void bwd_onednn(OpCall& call) {
     // Always through zeroed scratch (see the note): force the reorder even when formats agree.
     p->dw_layer.init(weights_user_md(d.I, d.H), p->pd.diff_weights_layer_desc(), false, true, true, true);
     p->dw_iter.init(weights_user_md(d.H, d.H), p->pd.diff_weights_iter_desc(), false, true, true, true);
+    p->dw_layer_plain = diff_layout(p->pd.diff_weights_layer_desc());
+    p->dw_iter_plain = diff_layout(p->pd.diff_weights_iter_desc());
     return p;
   });
   const memory::desc sl = seq_md(d.T, d.B, d.I), dl = seq_md(d.T, d.B, d.H), st = state_md(d);
@@ -348,8 +394,15 @@ void bwd_onednn(OpCall& call) {
                                 {DNNL_ARG_DIFF_DST_LAYER, wrap(dl, call.inputs[7])},
                                 {DNNL_ARG_DIFF_DST_ITER, wrap(st, dhT)},
                                 {DNNL_ARG_DIFF_DST_ITER_C, wrap(st, dcT)}});
-  e.dw_layer.finish(call.outputs[3], dwl_scratch);
-  e.dw_iter.finish(call.outputs[4], dwi_scratch);
+  cpu_stream().wait();
+  if (e.dw_layer_plain.plain)
+    transpose_accumulate(static_cast<const float*>(dwl_scratch.raw_data()), e.dw_layer_plain, d.I, d.H, call.outputs[3].data<float>());
+  else
+    e.dw_layer.finish(call.outputs[3], dwl_scratch);
+  if (e.dw_iter_plain.plain)
+    transpose_accumulate(static_cast<const float*>(dwi_scratch.raw_data()), e.dw_iter_plain, d.H, d.H, call.outputs[4].data<float>());
+  else
+    e.dw_iter.finish(call.outputs[4], dwi_scratch);
   cpu_stream().wait();
   const float* g = dbias.data<float>();
   float* dbi = call.outputs[5].data<float>();
