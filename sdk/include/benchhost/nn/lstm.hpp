@@ -29,8 +29,9 @@
 /// No backend-private state crosses the registry (as for pooling and batch norm): the backward
 /// op takes the forward's inputs and runs the forward again (oneDNN's training forward, for its
 /// workspace; cuDNN's, for its reserve space) before the backward proper. That costs one extra
-/// forward pass per training step (about a third of the layer's time) and keeps every
-/// implementation interchangeable and testable against the others.
+/// forward pass per training step (35-40% of forward + backward at RNN-T encoder size on the
+/// CPU) and keeps every implementation interchangeable and testable against the others; a
+/// workspace handed from forward to backward is the optimisation left.
 ///
 /// Precision: f32. Half-precision tensors are promoted to f32 by the registry (Note
 /// [Half-precision promotion]); nn::LSTM computes in f32 under every policy.
