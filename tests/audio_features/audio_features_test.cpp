@@ -211,7 +211,6 @@ TEST(Spectrogram, SinePeaksAtItsBin) {
   for (int f = 2; f < 18; ++f) {
     const float* row = out.data() + f * 257;
     EXPECT_EQ(std::max_element(row, row + 257) - row, 32) << "frame " << f;
-    // Parseval with the window: sum_k |X|^2 (one-sided, doubled) ~ 512 * sum (w x)^2.
   }
 }
 

@@ -17,12 +17,14 @@
 ///   i.e. the utterance is resampled to r * 16000 samples per second and then treated as 16 kHz
 ///   audio (r > 1: more samples, slower speech). Evaluation decodes at 16000 (resampling only
 ///   when the file has another rate, e.g. espeak-ng's 22050 Hz). DALI resamples with a Hann-
-///   windowed sinc of 16 lobes (quality 50); output sample j sits at input position
-///   j * in_rate / out_rate; the output has ceil(n * out_rate / in_rate) samples; the input is
-///   zero outside its range. Difference, on purpose: DALI's kernel keeps the sinc cut-off at the
-///   input Nyquist frequency also when it downsamples (r < 1 or 22050 -> 16000), so content
-///   between the new and the old Nyquist frequency aliases; ours is band-limited (cut-off at
-///   min(in, out) / 2), as the task asks and as torchaudio's `resample` does.
+///   windowed sinc of 16 lobes (quality 50): sinc(x) * 0.5 (1 + cos(pi x / 16)); the output has
+///   ceil(n * out_rate / in_rate) samples; the input is zero outside its range. Output sample j
+///   sits at input position j * in_rate / out_rate (current DALI and torchaudio); the DALI of
+///   the reference's time (resampling.h, 2019-2021) used (j + 0.5) * in_rate / out_rate - 0.5,
+///   a shift of at most 0.08 samples for r in [0.85, 1.15]. Difference, on purpose: DALI's
+///   kernel keeps the sinc cut-off at the input Nyquist frequency also when it downsamples
+///   (r < 1, or 22050 -> 16000), so content between the new and the old Nyquist frequency
+///   aliases; ours is band-limited (cut-off at min(in, out) / 2), as torchaudio's `resample`.
 /// - Silence trim (DALI `nonsilent_region` docs and dali/operators/audio/nonsilence_op.h,
 ///   dali/kernels/signal/moving_mean_square.cc, current versions): cutoff_db = -60,
 ///   window_length = 2048, reference power = the maximum of the moving mean square. The moving
@@ -54,7 +56,8 @@
 ///   docs): ln 10 * log10(max(x, 10^(cutoff_db / multiplier))) = ln(max(x, 1e-20)).
 /// - Normalize (DALI `normalize` docs; pipeline.py axes=[1] on the "ft" mel spectrogram): per mel
 ///   channel over the utterance's frames, mean and variance with ddof = 0 and epsilon = 0
-///   (defaults): out = (x - mean) / sqrt(var). A constant channel (var = 0) gives 0 here. This is
+///   (defaults): out = (x - mean) / sqrt(var). A constant channel (var = 0) gives 0, as DALI's
+///   CPU Normalize does (its reciprocal square root keeps 0, dali/operators/math/normalize). This is
 ///   DALI's Normalize, not features.py's normalize_batch (ddof 1, + 1e-5), which the DALI path
 ///   does not use. Padding to the batch's longest utterance happens after it (Pad, fill 0).
 /// - SpecAugment (features.py SpecAugment.calculate_features; training only): for each of
