@@ -78,6 +78,12 @@
 /// [features, frames]; the values are the same, transposed). [frames', 240] rows are the encoder's
 /// inputs in the reference's (T, B, 240) order.
 ///
+/// Checked (tests/audio_features, peer tools/peers/audio_features_peer.py): the filterbank equals
+/// torchaudio's melscale_fbanks(257, 0, 8000, 80, 16000, 'slaney', 'slaney') within 1e-6; the
+/// spectrogram equals |torch.stft|^2 (f64, same window and padding) within 1e-5 relative; log-mel,
+/// normalisation and splicing equal a re-implementation from DALI's docs within 1e-4; the
+/// resampler equals torchaudio's resample(lowpass_filter_width=16, rolloff=1) within 1e-6.
+///
 /// Randomness comes from the caller's benchhost::Rng (random.hpp), drawn in this order: speed
 /// factor (uniform), dither (normal, one per sample), SpecAugment (integers, in the reference's
 /// order). Same seed and stream, same features.
