@@ -85,7 +85,7 @@
 /// resampler equals torchaudio's resample(lowpass_filter_width=16, rolloff=1) within 1e-6.
 ///
 /// Randomness comes from the caller's benchhost::Rng (random.hpp), drawn in this order: speed
-/// factor (uniform), dither (normal, one per sample), SpecAugment (integers, in the reference's
+/// factor (uniform), dither (normals, polar method), SpecAugment (integers, in the reference's
 /// order). Same seed and stream, same features.
 ///
 /// Ownership: functions write into caller-owned buffers of the documented sizes or return new
@@ -152,7 +152,8 @@ SampleRange nonsilent_region(const float* src, std::int64_t n, float cutoff_db =
 // 3. Dither and pre-emphasis (in place)
 // ============================================================================================
 
-/// x[i] += scale * N(0, 1), one normal draw per sample from `rng`, in order.
+/// x[i] += scale * N(0, 1), normals drawn in order from `rng`'s 32-bit stream (Marsaglia's polar
+/// method, two per accepted pair).
 void add_dither(float* x, std::int64_t n, float scale, Rng& rng);
 
 /// y[t] = x[t] - coeff * x[t - 1], y[0] = (1 - coeff) * x[0] (DALI border 'clamp'); in place.
