@@ -14,7 +14,7 @@ packages=(
   libhdf5-dev libjpeg62-turbo-dev libpng-dev libsndfile1-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist bible-kjv-text
-  python3 python3-numpy python3-torch python3-torchvision python3-torchaudio python3-pil
+  python3 python3-numpy python3-scipy python3-torch python3-torchvision python3-torchaudio python3-pil
   libsentencepiece-dev sentencepiece espeak-ng sox  # RNN-T: tokenizer, the mini's speech
   chromium  # the HTML report's rendering test (headless)
   libopenblas0-pthread  # an optimised BLAS for the PyTorch peers (Debian's default is the reference BLAS)

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <tbb/parallel_for.h>
 
+#include "benchhost/data/generated.hpp"
 #include "benchhost/comm/communicator.hpp"
 #include "benchhost/data/image.hpp"
 #include "benchhost/error.hpp"
@@ -302,31 +303,11 @@ OpenImagesSyntheticReport generate_openimages_synthetic(const std::string& root,
   return r;
 }
 
-OpenImagesSyntheticReport ensure_openimages_synthetic(const std::string& root, const OpenImagesSyntheticOptions& o,
-                                                      Communicator* comm) {
-  const bool many = comm != nullptr && comm->size() > 1;
-  const bool generator = !many || comm->rank() == 0;
-  OpenImagesSyntheticReport r;
-  std::exception_ptr failure;
-  if (generator) {
-    try {
-      if (!check_existing(root, o, r)) {
-        try {
-          r = generate_openimages_synthetic(root, o);
-        } catch (const Error&) {
-          // Another process renamed its copy into place first: use it.
-          if (!check_existing(root, o, r)) throw;
-        }
-      }
-    } catch (...) {
-      failure = std::current_exception();
-    }
-  }
-  if (many) comm->barrier();  // every rank reaches the barrier, also when rank 0 failed
-  if (failure) std::rethrow_exception(failure);
-  if (!generator)
-    BH_CHECK_AS(DataError, check_existing(root, o, r), "OpenImages synthetic: rank 0 did not produce {}", root);
-  return r;
+OpenImagesSyntheticReport ensure_openimages_synthetic(const std::string& root, const OpenImagesSyntheticOptions& o, Communicator* comm) {
+  // Note [Generated once across ranks] (benchhost/data/generated.hpp).
+  return data::ensure_generated<OpenImagesSyntheticReport>(
+      comm, "OpenImages synthetic", root, [&](OpenImagesSyntheticReport& r) { return check_existing(root, o, r); },
+      [&] { return generate_openimages_synthetic(root, o); });
 }
 
 }  // namespace benchhost::coco

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <tbb/parallel_for.h>
 
+#include "benchhost/data/generated.hpp"
 #include "benchhost/comm/communicator.hpp"
 #include "benchhost/data/npy.hpp"
 #include "benchhost/error.hpp"
@@ -252,31 +253,11 @@ bool check_existing(const std::string& dir, const Kits19SyntheticOptions& o, Kit
 
 }  // namespace
 
-Kits19SyntheticReport ensure_kits19_synthetic(const std::string& dir, const Kits19SyntheticOptions& o,
-                                              Communicator* comm) {
-  const bool many = comm != nullptr && comm->size() > 1;
-  const bool generator = !many || comm->rank() == 0;
-  Kits19SyntheticReport r;
-  std::exception_ptr failure;
-  if (generator) {
-    try {
-      if (!check_existing(dir, o, r)) {
-        try {
-          r = generate_kits19_synthetic(dir, o);
-        } catch (const Error&) {
-          // Another process renamed its copy into place first: use it.
-          if (!check_existing(dir, o, r)) throw;
-        }
-      }
-    } catch (...) {
-      failure = std::current_exception();
-    }
-  }
-  if (many) comm->barrier();  // every rank reaches the barrier, also when rank 0 failed
-  if (failure) std::rethrow_exception(failure);
-  if (!generator)
-    BH_CHECK_AS(DataError, check_existing(dir, o, r), "KiTS19: rank 0 did not produce {}", dir);
-  return r;
+Kits19SyntheticReport ensure_kits19_synthetic(const std::string& dir, const Kits19SyntheticOptions& o, Communicator* comm) {
+  // Note [Generated once across ranks] (benchhost/data/generated.hpp).
+  return data::ensure_generated<Kits19SyntheticReport>(
+      comm, "KiTS19", dir, [&](Kits19SyntheticReport& r) { return check_existing(dir, o, r); },
+      [&] { return generate_kits19_synthetic(dir, o); });
 }
 
 }  // namespace benchhost::kits19

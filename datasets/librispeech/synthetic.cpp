@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "benchhost/data/generated.hpp"
 #include "benchhost/comm/communicator.hpp"
 #include "benchhost/data/audio.hpp"
 #include "benchhost/error.hpp"
@@ -388,32 +389,11 @@ bool check_existing(const std::string& dir, const LibriSpeechSyntheticOptions& o
 
 }  // namespace
 
-LibriSpeechSyntheticReport ensure_librispeech_synthetic(const std::string& dir, const LibriSpeechSyntheticOptions& o,
-                                                        Communicator* comm) {
-  const bool many = comm != nullptr && comm->size() > 1;
-  const bool generator = !many || comm->rank() == 0;
-  LibriSpeechSyntheticReport r;
-  std::exception_ptr failure;
-  if (generator) {
-    try {
-      if (!check_existing(dir, o, r)) {
-        try {
-          r = generate_librispeech_synthetic(dir, o);
-        } catch (const Error&) {
-          // Another process renamed its copy into place first (the rename failed, or the
-          // directory appeared before this one began): use it.
-          if (!check_existing(dir, o, r)) throw;
-        }
-      }
-    } catch (...) {
-      failure = std::current_exception();
-    }
-  }
-  if (many) comm->barrier();  // every rank reaches the barrier, also when rank 0 failed
-  if (failure) std::rethrow_exception(failure);
-  if (!generator)
-    BH_CHECK_AS(DataError, check_existing(dir, o, r), "LibriSpeech: rank 0 did not produce {}", dir);
-  return r;
+LibriSpeechSyntheticReport ensure_librispeech_synthetic(const std::string& dir, const LibriSpeechSyntheticOptions& o, Communicator* comm) {
+  // Note [Generated once across ranks] (benchhost/data/generated.hpp).
+  return data::ensure_generated<LibriSpeechSyntheticReport>(
+      comm, "LibriSpeech", dir, [&](LibriSpeechSyntheticReport& r) { return check_existing(dir, o, r); },
+      [&] { return generate_librispeech_synthetic(dir, o); });
 }
 
 }  // namespace benchhost::librispeech
