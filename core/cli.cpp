@@ -260,6 +260,10 @@ PreParsed pre_parse(int argc, const char* const* argv) {
       }
       return out;
     }
+    if (out.command == "compare") {  // reports and compare's own options (core/compare.hpp)
+      for (; i < argc; ++i) out.passthrough.emplace_back(argv[i]);
+      return out;
+    }
     // `benchhost info <plugin>` and the shorthand `benchhost <mode> <plugin>` (= run --mode <mode>).
     const bool mode_shorthand = out.command == "ttt" || out.command == "train" || out.command == "infer" ||
                                 out.command == "loader";
@@ -301,10 +305,12 @@ PreParsed pre_parse(int argc, const char* const* argv) {
   }
   if (out.command.empty()) out.command = out.help && out.plugin.empty() ? "help" : "run";
   static const std::vector<std::string> commands{"run",   "list",  "info",  "help",   "version",
-                                                 "ttt",   "train", "infer", "loader", "check-mllog", "report"};
+                                                 "ttt",   "train", "infer", "loader", "check-mllog", "report",
+                                                 "compare"};
   if (std::find(commands.begin(), commands.end(), out.command) == commands.end()) {
     std::string near = nearest(out.command, commands);
-    BH_USAGE("unknown command '{}'{} (commands: list, info <plugin>, run, ttt|train|infer|loader <plugin>, check-mllog FILE, report RUN.json...)",
+    BH_USAGE("unknown command '{}'{} (commands: list, info <plugin>, run, ttt|train|infer|loader <plugin>, check-mllog FILE, "
+             "report RUN.json..., compare BASE NEW)",
              out.command,
              near.empty() ? std::string() : fmt::format("; did you mean '{}'?", near));
   }
@@ -535,7 +541,9 @@ std::string help_text(const WorkloadInfo* info) {
         "       benchhost [run] --plugin NAME [--mode ttt|train|infer|loader] [--config FILE] [options]\n"
         "       benchhost ttt|train|infer|loader NAME [options]      (same as --plugin NAME --mode ...)\n"
         "       benchhost check-mllog FILE [--plugin-dir DIR] [--quiet]  (MLPerf logging rules; see --help there)\n"
-        "       benchhost report RUN.json... [-o report.html]  (one HTML page with plots from JSON reports)\n\n";
+        "       benchhost report RUN.json... [-o report.html]  (one HTML page with plots from JSON reports)\n"
+        "       benchhost compare BASE.json NEW.json [NEW2.json ...] [--threshold 0.05] [--confidence 0.95] [--json]\n"
+        "                 (FASTER/SLOWER/SAME/UNCERTAIN per point; exit 5 on a regression, 6 on unusable input)\n\n";
   po::options_description visible;
   po::options_description g("General options");
   const po::options_description general = general_options();

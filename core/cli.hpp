@@ -35,16 +35,18 @@ inline constexpr int kExitUsage = 1;        ///< bad command line, config file o
 inline constexpr int kExitRunFailed = 2;    ///< a run ended INVALID_ARGUMENTS/OOM/TIMEOUT/DIVERGED/FAILED or ttt INVALID
 inline constexpr int kExitAllSkipped = 3;   ///< nothing ran: every point was SKIPPED
 inline constexpr int kExitHostError = 4;    ///< the host itself failed (report not writable, ...)
+inline constexpr int kExitRegression = 5;   ///< compare: a point is SLOWER beyond --threshold with confidence
+inline constexpr int kExitUnusableInput = 6;  ///< compare: a report unreadable, not a benchhost report, or nothing matched
 inline constexpr int kExitInterrupted = 130;  ///< SIGINT/SIGTERM: partial results were written
 
 struct PreParsed {
-  std::string command;  ///< "run" (default), "list", "info", "help", "version", "check-mllog", "report"
+  std::string command;  ///< "run" (default), "list", "info", "help", "version", "check-mllog", "report", "compare"
   std::string plugin;   ///< --plugin, or the argument of `info`
   std::vector<std::string> plugin_dirs;
   std::string config;
   bool help = false;
   bool json = false;  ///< --json: `list` and `info` print JSON (the plugins' declarations)
-  std::vector<std::string> passthrough;  ///< check-mllog: the checker's arguments; report: its arguments
+  std::vector<std::string> passthrough;  ///< check-mllog: the checker's arguments; report, compare: their arguments
 };
 PreParsed pre_parse(int argc, const char* const* argv);
 

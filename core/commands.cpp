@@ -14,6 +14,7 @@
 
 #include "benchhost/version.hpp"
 #include "cli.hpp"
+#include "compare.hpp"
 #include "environment.hpp"
 #include "html_report.hpp"
 #include "isolation.hpp"
@@ -203,6 +204,7 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
   const fs::path exe_dir = executable_dir();
   if (pre.command == "check-mllog") return check_mllog(pre, exe_dir, err);
   if (pre.command == "report") return report_command(pre.passthrough, out, err);
+  if (pre.command == "compare") return run_compare(pre.passthrough, out, err);
   const auto roots = default_configs_roots(exe_dir);
   PluginRegistry registry;
   registry.discover(plugin_search_path(pre.plugin_dirs, exe_dir));

@@ -84,8 +84,17 @@ struct RunRecord {
     double seconds_since_run_start = 0;
   };
   std::vector<Eval> evals;
+  /// Every timed step's time in ms, in order (train and loader: step time; infer: batch latency);
+  /// rank 0's in a multi-process point. What `benchhost compare` resamples (core/compare.hpp).
+  std::vector<double> iteration_ms;
   // multi-rank step-time aggregation (per-rank mean step time, ms)
   std::optional<double> rank_step_ms_min, rank_step_ms_median, rank_step_ms_max;
+  /// One rank's timed step times (ms) in a multi-process point; `rank_steps[i].rank == i`.
+  struct RankSteps {
+    int rank = 0;
+    double min = 0, median = 0, max = 0;
+  };
+  std::vector<RankSteps> rank_steps;  ///< empty for a single process
   /// How busy the machine was over the measurement (Note [A busy machine], machine_load.cpp);
   /// unset where it could not be read or nothing was measured.
   std::optional<MachineLoad> machine_load;

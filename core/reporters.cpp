@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "benchhost/error.hpp"
+#include "scaling.hpp"
 
 namespace benchhost::host {
 
@@ -118,6 +119,13 @@ ordered_json record_to_json(const RunRecord& r) {
   for (const auto& [op, n] : r.promoted_calls) j["promoted_calls"][op] = n;
   j["rank_step_ms"] = {{"min", opt(r.rank_step_ms_min)}, {"median", opt(r.rank_step_ms_median)},
                        {"max", opt(r.rank_step_ms_max)}};
+  if (!r.rank_steps.empty()) {
+    ordered_json per_rank = ordered_json::array();
+    for (const auto& rs : r.rank_steps)
+      per_rank.push_back({{"rank", rs.rank}, {"min", rs.min}, {"median", rs.median}, {"max", rs.max}});
+    j["rank_step_ms"]["per_rank"] = per_rank;
+    j["rank_step_ms"]["straggler"] = straggler_json(r);
+  }
   if (r.machine_load) {
     const MachineLoad& m = *r.machine_load;
     j["machine_load"] = {{"cpus", m.cpus},
@@ -143,6 +151,8 @@ ordered_json record_to_json(const RunRecord& r) {
     ttt["evals"] = evals;
   }
   j["ttt"] = ttt;
+  // Last, so a reader scrolling the report sees the summary fields first.
+  j["iteration_ms"] = r.iteration_ms;
   return j;
 }
 
@@ -211,7 +221,13 @@ RunRecord record_from_json(const nlohmann::json& j) {
     read_opt(s, "min", r.rank_step_ms_min);
     read_opt(s, "median", r.rank_step_ms_median);
     read_opt(s, "max", r.rank_step_ms_max);
+    if (s.contains("per_rank") && s["per_rank"].is_array())
+      for (const auto& e : s["per_rank"])
+        r.rank_steps.push_back({e.at("rank").get<int>(), e.at("min").get<double>(), e.at("median").get<double>(),
+                                e.at("max").get<double>()});
   }
+  if (j.contains("iteration_ms") && j["iteration_ms"].is_array())
+    r.iteration_ms = j["iteration_ms"].get<std::vector<double>>();
   if (j.contains("machine_load") && j["machine_load"].is_object()) {
     const auto& m = j["machine_load"];
     MachineLoad load;
@@ -258,7 +274,8 @@ ordered_json report_to_json(const ReportHeader& h, const std::vector<RunRecord>&
                   {"interrupted", summary ? summary->interrupted : false},
                   {"exit_code", summary ? ordered_json(summary->exit_code) : ordered_json(nullptr)},
                   {"status_counts", counts},
-                  {"ttt", summary ? summary->ttt : ordered_json(nullptr)}};
+                  {"ttt", summary ? summary->ttt : ordered_json(nullptr)},
+                  {"scaling", scaling_report_json(records)}};
   return j;
 }
 
@@ -530,6 +547,7 @@ void ConsoleReporter::on_finish(const std::vector<RunRecord>& all, const Summary
                  r.data_wait_fraction ? fmt::format("{:.1f}%", *r.data_wait_fraction * 100).c_str() : "-",
                  r.mfu ? fmt::format("{:.1f}%", *r.mfu * 100).c_str() : "-");
   }
+  if (const std::string scaling = scaling_report_text(all); !scaling.empty()) std::fprintf(out_, "\n%s", scaling.c_str());
   if (!s.ttt.is_null()) {
     std::fprintf(out_, "\ntime to train: %s\n", s.ttt.value("status", "").c_str());
     if (s.ttt.contains("olympic_mean_seconds") && !s.ttt["olympic_mean_seconds"].is_null())

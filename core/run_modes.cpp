@@ -441,6 +441,7 @@ const std::vector<std::int64_t> batch_list(const Settings& s) {
 
 void fill_step_stats(RunRecord& r, const std::vector<double>& ms, bool latency) {
   if (ms.empty()) return;
+  r.iteration_ms = ms;
   if (latency) {
     r.latency_ms_avg = mean(ms);
     r.latency_ms_p50 = percentile(ms, 50);
@@ -642,6 +643,12 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
     if (where.communicator && where.world_size > 1) {
       // Every rank's mean step time, so a straggler shows (collective: all ranks run the same grid).
       std::vector<double> per_rank = allgather_values(*where.communicator, mean(step_ms));
+      // And each rank's own min/median/max step time, by rank (Note [Scaling report], scaling.hpp).
+      const std::vector<double> mins = allgather_values(*where.communicator, percentile(step_ms, 0));
+      const std::vector<double> medians = allgather_values(*where.communicator, percentile(step_ms, 50));
+      const std::vector<double> maxes = allgather_values(*where.communicator, percentile(step_ms, 100));
+      for (std::size_t rank = 0; rank < medians.size(); ++rank)
+        r.rank_steps.push_back({static_cast<int>(rank), mins[rank], medians[rank], maxes[rank]});
       std::sort(per_rank.begin(), per_rank.end());
       r.rank_step_ms_min = per_rank.front();
       r.rank_step_ms_max = per_rank.back();

@@ -222,7 +222,7 @@ json without_timings(json j) {
                                             "data_wait_fraction",   "achieved_tflops", "mfu",
                                             "time_to_train_seconds", "seconds_since_run_start",
                                             "olympic_mean_seconds", "kept_runs",    "machine_load",
-                                            "threading"};  // a supervised worker's OMP_NUM_THREADS is the host's
+                                            "iteration_ms",         "threading"};  // a supervised worker's OMP_NUM_THREADS is the host's
   if (j.is_object()) {
     for (auto it = j.begin(); it != j.end(); ++it)
       it.value() = timing.count(it.key()) ? json("<timing>") : without_timings(it.value());
