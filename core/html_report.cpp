@@ -1,6 +1,7 @@
 #include "html_report.hpp"
 
 #include "cli.hpp"
+#include "compare.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -443,10 +444,20 @@ std::string plots_section(const std::vector<NamedReport>& reports) {
     for (const auto& nr : reports) {
       const std::string metric = text(nr.report, {"plugin", "metric", "name"}, "metric");
       c.y_label = metric;
-      if (auto t = number(nr.report, {"plugin", "metric", "target"})) {
-        const std::string label = fmt::format("{}target {}", prefix(nr), tick_label(*t));
-        if (targets.insert(fmt::format("{}", *t)).second) c.horizontal_lines.emplace_back(label, *t);
+      // The run's target: the plugin's `target` option where the configuration set one (a mini
+      // config's own target), else the target the plugin declares (the MLPerf one).
+      std::optional<double> target = number(nr.report, {"plugin", "metric", "target"});
+      if (const ordered_json* o = at(nr.report, {"invocation", "options", "target"}); o && o->is_string()) {
+        try {
+          target = std::stod(o->get<std::string>());
+        } catch (const std::exception&) {
+        }
       }
+      bool has_evals = false;
+      for (const auto& r : results(nr.report))
+        if (const ordered_json* e = at(r, {"ttt", "evals"}); e && e->is_array() && !e->empty()) has_evals = true;
+      if (target && has_evals && targets.insert(fmt::format("{}", *target)).second)
+        c.horizontal_lines.emplace_back(fmt::format("target {}", tick_label(*target)), *target);
       for (const auto& r : results(nr.report)) {
         const ordered_json* evals = at(r, {"ttt", "evals"});
         if (evals == nullptr || !evals->is_array() || evals->empty()) continue;
@@ -550,6 +561,59 @@ void HtmlReporter::on_finish(const std::vector<RunRecord>& all, const Summary& s
   write_file_atomically(path_, render_html_report({{"this run", report_to_json(header_, all, &s)}}));
 }
 
+// Each later report against the first, as `benchhost compare FIRST LATER...` decides it.
+static std::string comparison_html(const std::vector<LoadedReport>& loaded) {
+  if (loaded.size() < 2) return "";
+  const CompareOptions options;
+  std::string h = fmt::format(
+      "<p class=\"note\">Each later report against {}, as <code>benchhost compare</code> decides it: the ratio is "
+      "BASE time / NEW time (above 1: NEW is faster) with its {:.0f}% percentile-bootstrap interval; SLOWER or "
+      "FASTER when the whole interval lies beyond &plusmn;{:.0f}%, SAME when it lies inside, else UNCERTAIN.</p>",
+      html_escape(std::filesystem::path(loaded[0].path).filename().string()), options.confidence * 100,
+      options.threshold * 100);
+  h += "<table class=\"verdicts\"><tr><th>new</th><th>point</th><th>BASE median ms</th><th>NEW median ms</th>"
+       "<th>ratio</th><th>interval</th><th>verdict</th><th>warnings</th></tr>";
+  for (std::size_t i = 1; i < loaded.size(); ++i) {
+    const std::string name = std::filesystem::path(loaded[i].path).filename().string();
+    nlohmann::ordered_json c;
+    try {
+      c = compare_reports(loaded[0], loaded[i], options);
+    } catch (const std::exception& e) {
+      h += fmt::format("<tr><td>{}</td><td colspan=\"7\">not comparable: {}</td></tr>", html_escape(name), html_escape(e.what()));
+      continue;
+    }
+    for (const auto& pt : c.value("points", nlohmann::ordered_json::array())) {
+      auto num = [](const nlohmann::ordered_json& j, const char* k) -> std::optional<double> {
+        if (!j.is_object() || !j.contains(k) || !j[k].is_number()) return std::nullopt;
+        return j[k].get<double>();
+      };
+      std::string interval = "–";
+      if (pt.contains("ci") && pt["ci"].is_array() && pt["ci"].size() == 2 && pt["ci"][0].is_number())
+        interval = fmt::format("[{:.3f}, {:.3f}]", pt["ci"][0].get<double>(), pt["ci"][1].get<double>());
+      std::string warnings;
+      for (const auto& w : pt.value("warnings", nlohmann::ordered_json::array()))
+        if (w.is_string()) warnings += (warnings.empty() ? "" : "; ") + w.get<std::string>();
+      const nlohmann::ordered_json base = pt.value("base", nlohmann::ordered_json::object()),
+                                   next = pt.value("new", nlohmann::ordered_json::object());
+      const std::string verdict = pt.value("verdict", std::string("UNCERTAIN"));
+      auto ms = [&](const nlohmann::ordered_json& side) {
+        if (auto m = num(side, "median_ms")) return fmt::format("{:.4g}", *m);
+        if (auto t = num(side, "olympic_mean_seconds")) return fmt::format("{:.1f} s", *t);
+        return std::string("–");
+      };
+      h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td></tr>",
+                       html_escape(name), html_escape(pt.value("point", std::string())), ms(base), ms(next),
+                       num(pt, "ratio") ? fmt::format("{:.3f}", *num(pt, "ratio")) : std::string("–"), interval,
+                       html_escape(verdict), html_escape(verdict), html_escape(warnings));
+    }
+    for (const auto& d : c.value("environment_differences", nlohmann::ordered_json::array()))
+      if (d.is_string())
+        h += fmt::format("<tr><td>{}</td><td colspan=\"7\" class=\"envdiff\">environment differs: {}</td></tr>", html_escape(name),
+                         html_escape(d.get<std::string>()));
+  }
+  return h + "</table>";
+}
+
 int report_command(const std::vector<std::string>& args, std::FILE* out, std::FILE* err) {
   std::vector<std::string> inputs;
   std::string output = "report.html";
@@ -584,6 +648,7 @@ int report_command(const std::vector<std::string>& args, std::FILE* out, std::FI
     return kExitUsage;
   }
   std::vector<NamedReport> reports;
+  std::vector<LoadedReport> loaded;
   for (const std::string& path : inputs) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) {
@@ -601,10 +666,16 @@ int report_command(const std::vector<std::string>& args, std::FILE* out, std::FI
                    path.c_str());
       return kExitUsage;
     }
+    try {
+      loaded.push_back(check_report(nlohmann::json::parse(j.dump()), path));
+    } catch (const std::exception& e) {
+      std::fprintf(err, "benchhost: error: report: %s\n", e.what());
+      return kExitUsage;
+    }
     reports.push_back({std::filesystem::path(path).filename().string(), std::move(j)});
   }
   try {
-    write_file_atomically(output, render_html_report(reports));
+    write_file_atomically(output, render_html_report(reports, comparison_html(loaded)));
   } catch (const std::exception& e) {
     std::fprintf(err, "benchhost: error: report: cannot write %s: %s\n", output.c_str(), e.what());
     return kExitHostError;

@@ -178,6 +178,16 @@ TEST(HtmlReport, TwoRunsRenderInHeadlessChromium) {
   EXPECT_NE(html.find("b.json: fp32"), std::string::npos);
   EXPECT_NE(single.find("Training throughput against batch size"), std::string::npos);
   EXPECT_EQ(html.find("http"), std::string::npos);
+  // With two reports the verdicts open with `benchhost compare`'s decision per point, and the
+  // thread counts that differ are named.
+  EXPECT_NE(html.find("<table class=\"verdicts\">"), std::string::npos);
+  EXPECT_EQ(count(html, "<td class=\"FASTER\">") + count(html, "<td class=\"SLOWER\">") +
+                count(html, "<td class=\"SAME\">") + count(html, "<td class=\"UNCERTAIN\">"),
+            3u);
+  EXPECT_NE(html.find("environment differs"), std::string::npos);
+  EXPECT_LT(html.find("<h2>Verdicts"), html.find("<table class=\"verdicts\">"));
+  // Per-iteration step times: a series and a histogram per point.
+  EXPECT_EQ(count(html, "<div class=\"pair\">"), 6u);
   // Bad input: a clear error naming the file, the usage exit code.
   const fs::path junk = dir.path / "junk.json";
   std::ofstream(junk) << "{\"not\": \"a report\"}";
