@@ -10,6 +10,28 @@
 
 namespace benchhost::host {
 
+// Note [Step losses]
+// A train point keeps the loss of each timed step (-i of them). A time-to-train run can take
+// hundreds of thousands of steps, so its list is thinned as it grows: steps whose number is a
+// multiple of the current stride are kept; at 2048 pairs every other one is dropped and the
+// stride doubles. The report stays under ~50 KB of losses per run, the curve keeps its shape,
+// and the steps kept are the same whatever the run's length (multiples of a power of two).
+void RunRecord::add_step_loss(std::int64_t step, double loss) {
+  if (kind != "ttt") {
+    step_losses.emplace_back(step, loss);
+    return;
+  }
+  if (step % loss_stride_ != 0) return;
+  step_losses.emplace_back(step, loss);
+  if (step_losses.size() >= 2048) {
+    loss_stride_ *= 2;
+    std::vector<std::pair<std::int64_t, double>> kept;
+    for (const auto& e : step_losses)
+      if (e.first % loss_stride_ == 0) kept.push_back(e);
+    step_losses = std::move(kept);
+  }
+}
+
 const char* to_string(RunStatus s) {
   switch (s) {
     case RunStatus::passed: return "PASSED";

@@ -87,6 +87,12 @@ struct RunRecord {
   /// Every timed step's time in ms, in order (train and loader: step time; infer: batch latency);
   /// rank 0's in a multi-process point. What `benchhost compare` resamples (core/compare.hpp).
   std::vector<double> iteration_ms;
+  /// (training step, loss) pairs, steps 1-based: every timed step of a train point; for a ttt
+  /// run every step until 2048 pairs, then every 2nd, 4th, ... (Note [Step losses]). The HTML
+  /// report draws them.
+  std::vector<std::pair<std::int64_t, double>> step_losses;
+  void add_step_loss(std::int64_t step, double loss);
+  std::int64_t loss_stride_ = 1;  ///< ttt thinning (Note [Step losses]); not reported
   // multi-rank step-time aggregation (per-rank mean step time, ms)
   std::optional<double> rank_step_ms_min, rank_step_ms_median, rank_step_ms_max;
   /// One rank's timed step times (ms) in a multi-process point; `rank_steps[i].rank == i`.

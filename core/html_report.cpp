@@ -472,20 +472,20 @@ std::string plots_section(const std::vector<NamedReport>& reports) {
   }
   // Training loss against step.
   {
-    Chart c{"Training loss against step", "timed step", "loss", false, {}, {}};
+    Chart c{"Training loss against step", "training step", "loss", false, {}, {}};
     for (const auto& nr : reports)
       for (const auto& r : results(nr.report)) {
-        const ordered_json* losses = at(r, {"iteration_loss"});
+        const ordered_json* losses = at(r, {"step_losses"});
         if (losses == nullptr || !losses->is_array() || losses->empty()) continue;
         ChartSeries s{prefix(nr) + point_name(r), {}};
-        std::size_t i = 0;
-        for (const auto& v : *losses) {
-          if (v.is_number()) s.points.emplace_back(static_cast<double>(i), v.get<double>());
-          ++i;
-        }
+        for (const auto& e : *losses)
+          if (e.is_array() && e.size() == 2 && e[0].is_number() && e[1].is_number())
+            s.points.emplace_back(e[0].get<double>(), e[1].get<double>());
         c.series.push_back(std::move(s));
       }
-    if (!c.series.empty()) h += figure(svg_line_chart(c), "The loss each timed step returned."), ++drawn;
+    if (!c.series.empty())
+      h += figure(svg_line_chart(c), "The loss train_step returned: every timed step of a throughput point; a time-to-train "
+                                     "run's steps thinned to at most 2048 (multiples of a power of two)."), ++drawn;
   }
   // Per point: step times in order and as a histogram.
   int points = 0;

@@ -153,6 +153,10 @@ ordered_json record_to_json(const RunRecord& r) {
   j["ttt"] = ttt;
   // Last, so a reader scrolling the report sees the summary fields first.
   j["iteration_ms"] = r.iteration_ms;
+  ordered_json losses = ordered_json::array();
+  for (const auto& [step, loss] : r.step_losses)
+    losses.push_back(std::isfinite(loss) ? ordered_json::array({step, loss}) : ordered_json::array({step, nullptr}));
+  j["step_losses"] = losses;
   return j;
 }
 
@@ -228,6 +232,10 @@ RunRecord record_from_json(const nlohmann::json& j) {
   }
   if (j.contains("iteration_ms") && j["iteration_ms"].is_array())
     r.iteration_ms = j["iteration_ms"].get<std::vector<double>>();
+  if (j.contains("step_losses") && j["step_losses"].is_array())
+    for (const auto& e : j["step_losses"])
+      if (e.is_array() && e.size() == 2 && e[0].is_number_integer() && e[1].is_number())
+        r.step_losses.emplace_back(e[0].get<std::int64_t>(), e[1].get<double>());
   if (j.contains("machine_load") && j["machine_load"].is_object()) {
     const auto& m = j["machine_load"];
     MachineLoad load;

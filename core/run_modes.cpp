@@ -383,6 +383,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
         loss_scaling.add(step);
         check_loss(step.loss, steps);
         r.final_loss = step.loss;
+        r.add_step_loss(steps, step.loss);
         if (step.samples <= 0)
           throw PluginError(BH_STATUS_FAILED, fmt::format("{}.train_step reported {} samples; it must consume at least one",
                                                           p.name, step.samples), __FILE__, __LINE__);
@@ -612,7 +613,10 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
         step_ms.push_back(seconds(t0, t1) * 1e3);
         step_seconds += seconds(t0, t1);
         samples += got;
-        if (kind == Kind::train) loss_scaling.add(trained);
+        if (kind == Kind::train) {
+          loss_scaling.add(trained);
+          r.add_step_loss(s.warmup + steps + 1, loss);  // training steps counted from 1, warm-up included
+        }
       }
     };
     for (std::int64_t i = 0; i < s.warmup; ++i) {

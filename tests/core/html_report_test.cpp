@@ -14,7 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "benchhost/data/image.hpp"
+#include "events.hpp"
 #include "html_report.hpp"
+#include "reporters.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -120,8 +122,31 @@ TEST(HtmlReport, SelfContainedWithEnvironmentVerdictsAndPlots) {
   EXPECT_NE(page.find("target 0.75"), std::string::npos);
   EXPECT_EQ(count(page, "<div class=\"pair\">"), 5u);
   EXPECT_EQ(page.find("Weak-scaling efficiency"), std::string::npos);  // no multi-device point
-  EXPECT_EQ(page.find("Training loss against step"), std::string::npos);  // no per-step losses
+  EXPECT_EQ(page.find("Training loss against step"), std::string::npos);  // no per-step losses here
   EXPECT_EQ(count(page, "<svg"), count(page, "</svg>"));
+}
+
+// Note [Step losses]: a ttt run's list thins to multiples of a doubling stride, never above 2048
+// pairs; a train point keeps every timed step. The pairs survive the JSON round trip.
+TEST(HtmlReport, StepLossesThinForLongRuns) {
+  benchhost::host::RunRecord ttt;
+  ttt.kind = "ttt";
+  for (std::int64_t step = 1; step <= 100000; ++step) ttt.add_step_loss(step, 1.0 / static_cast<double>(step));
+  ASSERT_LT(ttt.step_losses.size(), 2048u);
+  ASSERT_GT(ttt.step_losses.size(), 1024u);
+  const std::int64_t stride = ttt.step_losses[0].first;
+  EXPECT_EQ(stride & (stride - 1), 0) << stride << " is a power of two";
+  for (std::size_t i = 0; i < ttt.step_losses.size(); ++i) {
+    EXPECT_EQ(ttt.step_losses[i].first, stride * static_cast<std::int64_t>(i + 1));
+    EXPECT_EQ(ttt.step_losses[i].second, 1.0 / static_cast<double>(ttt.step_losses[i].first));
+  }
+  benchhost::host::RunRecord train;
+  train.kind = "train";
+  for (std::int64_t step = 6; step <= 5005; ++step) train.add_step_loss(step, 0.5);
+  EXPECT_EQ(train.step_losses.size(), 5000u);
+  const benchhost::host::RunRecord back =
+      benchhost::host::record_from_json(nlohmann::json::parse(benchhost::host::record_to_json(ttt).dump()));
+  EXPECT_EQ(back.step_losses, ttt.step_losses);
 }
 
 TEST(HtmlReport, ChartPutsPointsWhereTheirValuesSay) {
@@ -185,6 +210,15 @@ TEST(HtmlReport, TwoRunsRenderInHeadlessChromium) {
                 count(html, "<td class=\"SAME\">") + count(html, "<td class=\"UNCERTAIN\">"),
             3u);
   EXPECT_NE(html.find("environment differs"), std::string::npos);
+  // Each timed step's loss (toy train points) is drawn against its step.
+  EXPECT_NE(html.find("Training loss against step"), std::string::npos);
+  const auto report_a = nlohmann::json::parse(bhtest::read_file(a));
+  for (const auto& r : report_a["results"]) {
+    ASSERT_EQ(r["step_losses"].size(), 20u);
+    EXPECT_EQ(r["step_losses"][0][0], 3);  // after -w 2
+    EXPECT_EQ(r["step_losses"][19][0], 22);
+    EXPECT_EQ(r["step_losses"][19][1].get<double>(), r["final_loss"].get<double>());
+  }
   EXPECT_LT(html.find("<h2>Verdicts"), html.find("<table class=\"verdicts\">"));
   // Per-iteration step times: a series and a histogram per point.
   EXPECT_EQ(count(html, "<div class=\"pair\">"), 6u);
