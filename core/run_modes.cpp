@@ -473,7 +473,7 @@ std::string shell_quote(const std::string& a) {
 // processes. Started without a launcher and given -n N > 1, it runs that point as a child job:
 // the same command line under `mpirun -np N` (or --launcher), with -n N and a private report,
 // then reads the child's records (written by its rank 0). See docs/multi-process.md.
-void run_child_point(const Settings& s, const LoadedPlugin& p, EventBus& bus, int n) {
+void run_child_point(const Settings& s, const LoadedPlugin& p, EventBus& bus, std::int64_t batch, int n) {
   namespace fs = std::filesystem;
   RunRecord failed = base_record(s, p, "train", s.batch_sizes.empty() ? 0 : s.batch_sizes.front(), n);
   // A private directory (mkdtemp: new, 0700, ours): a predictable name in a shared /tmp could be
@@ -500,7 +500,11 @@ void run_child_point(const Settings& s, const LoadedPlugin& p, EventBus& bus, in
   while (first_option < s.argv.size() && !s.argv[first_option].empty() && s.argv[first_option][0] != '-')
     cmd += " " + shell_quote(s.argv[first_option++]);
   cmd += " --plugin-dir " + shell_quote(p.path.parent_path().string());
-  static const std::vector<std::string> drop_with_value{"-n", "--devices", "-o", "--output", "--csv", "--mllog"};
+  // The child runs this one point: its device count and batch size replace the sweep's lists (a
+  // child given the whole -b list ran every batch size at every call, recording each point once
+  // per batch size), and its report goes to the private directory, never to this run's files.
+  static const std::vector<std::string> drop_with_value{"-n",    "--devices", "-b",    "--batch-size", "-o",
+                                                        "--output", "--csv",  "--mllog", "--html"};
   for (std::size_t i = first_option; i < s.argv.size(); ++i) {
     const std::string& a = s.argv[i];
     if (std::find(drop_with_value.begin(), drop_with_value.end(), a) != drop_with_value.end()) {
@@ -512,6 +516,7 @@ void run_child_point(const Settings& s, const LoadedPlugin& p, EventBus& bus, in
     if (glued) continue;
     cmd += " " + shell_quote(a);
   }
+  if (batch > 0) cmd += fmt::format(" -b {}", batch);
   cmd += fmt::format(" -n {} -o {} > {} 2>&1", n, shell_quote(report.string()), shell_quote(log.string()));
   const int rc = std::system(cmd.c_str());
   std::vector<RunRecord> child;
@@ -549,7 +554,7 @@ void run_point(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin, c
   bus.point_start({index, batch > 0 ? fmt::format("{} b={} n={}", kind_name, batch, n)
                                     : fmt::format("{} (default batch) n={}", kind_name, n), r});
   if (n != where.world_size && where.world_size == 1 && where.launcher == "none" && n > 1) {
-    run_child_point(s, p, bus, n);
+    run_child_point(s, p, bus, batch, n);
     return;
   }
   if (n != where.world_size) {

@@ -2,7 +2,10 @@
 // every rank's step times and the straggler, in the record, summary.scaling and the console.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <utility>
+#include <vector>
 
 #include "cli.hpp"
 #include "core/test_support.hpp"
@@ -109,6 +112,30 @@ TEST(Scaling, DeviceCountSweepThroughTheExecutable) {
   EXPECT_TRUE(scaling[1]["straggler"]["rank"].is_number_integer());
   EXPECT_EQ(j["results"][1]["rank_step_ms"]["per_rank"], scaling[1]["per_rank"]);
   EXPECT_EQ(j["results"][1]["iteration_ms"].size(), 20u);
+}
+
+// A sweep over batch sizes and device counts records each (batch, n) point once: the child job of
+// an n > 1 point runs that point's batch alone (it used to get the whole -b list, so every n > 1
+// point was recorded once per batch size), and it never writes this run's --html page.
+TEST(Scaling, BatchAndDeviceSweepRecordsEachPointOnce) {
+  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not installed (openmpi-bin)";
+  bhtest::TempDir tmp("compare_sweep_points");
+  const auto out = tmp.path / "sweep.json", html = tmp.path / "sweep.html";
+  const auto p = bhtest::run_benchhost(fmt::format("--plugin-dir '{}' --plugin null --mode train -b 2,4 -n 1,2 -w 1 -i 12 "
+                                                   "-o '{}' --html '{}'", bhtest::plugin_dir().string(), out.string(),
+                                                   html.string()));
+  if (p.output.find("built without MPI") != std::string::npos) GTEST_SKIP() << "this build has no MPI backend";
+  ASSERT_EQ(p.exit_code, kExitOk) << p.output;
+  const json j = json::parse(bhtest::read_file(out));
+  std::vector<std::pair<int, int>> points;
+  for (const auto& r : j["results"]) points.emplace_back(r["batch_size"].get<int>(), r["devices"].get<int>());
+  const std::vector<std::pair<int, int>> expected{{2, 1}, {2, 2}, {4, 1}, {4, 2}};
+  std::vector<std::pair<int, int>> sorted = points;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, expected) << p.output;
+  const std::string page = bhtest::read_file(html);
+  EXPECT_NE(page.find("Weak-scaling efficiency against device count"), std::string::npos);
+  EXPECT_NE(page.find("train cpu fp32 b4 x2"), std::string::npos);  // the parent's page, with the n = 2 points
 }
 
 }  // namespace
