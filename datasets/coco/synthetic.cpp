@@ -232,17 +232,7 @@ void check_options(const OpenImagesSyntheticOptions& o) {
 }
 
 bool check_existing(const std::string& root, const OpenImagesSyntheticOptions& o, OpenImagesSyntheticReport& r) {
-  std::error_code ec;
-  if (!fs::exists(root, ec)) return false;
-  const fs::path marker = fs::path(root) / kMarker;
-  if (fs::exists(marker, ec)) {
-    std::ifstream in(marker);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    BH_CHECK_AS(DataError, ss.str() == openimages_synthetic_options_text(o),
-                "OpenImages synthetic: {} was generated with other options ({}); remove it to regenerate", root,
-                marker.string());
-  }
+  if (!data::generated_with("OpenImages synthetic", root, kMarker, openimages_synthetic_options_text(o))) return false;
   r = OpenImagesSyntheticReport{};
   r.train_images = o.train_images;
   r.val_images = o.val_images;

@@ -234,17 +234,7 @@ namespace {
 // The existing directory's state: nullopt-like flag when absent; DataError when it holds another
 // generation's options.
 bool check_existing(const std::string& dir, const Kits19SyntheticOptions& o, Kits19SyntheticReport& r) {
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) return false;
-  const fs::path marker = fs::path(dir) / kMarker;
-  if (fs::exists(marker, ec)) {
-    std::ifstream in(marker);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    BH_CHECK_AS(DataError, ss.str() == kits19_synthetic_options_text(o),
-                "KiTS19: {} was generated with other options ({}); remove it to regenerate with {}", dir, ss.str(),
-                kits19_synthetic_options_text(o));
-  }
+  if (!data::generated_with("KiTS19", dir, kMarker, kits19_synthetic_options_text(o))) return false;
   r.train_cases = o.train_cases;
   r.eval_cases = o.eval_cases;
   r.generated = false;

@@ -369,17 +369,7 @@ LibriSpeechSyntheticReport generate_librispeech_synthetic(const std::string& dir
 namespace {
 
 bool check_existing(const std::string& dir, const LibriSpeechSyntheticOptions& o, LibriSpeechSyntheticReport& r) {
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) return false;
-  const fs::path marker = fs::path(dir) / kMarker;
-  if (fs::exists(marker, ec)) {
-    std::ifstream in(marker);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    BH_CHECK_AS(DataError, ss.str() == librispeech_synthetic_options_text(o),
-                "LibriSpeech: {} was generated with other options ({}); remove it to regenerate with {}", dir, ss.str(),
-                librispeech_synthetic_options_text(o));
-  }
+  if (!data::generated_with("LibriSpeech", dir, kMarker, librispeech_synthetic_options_text(o))) return false;
   r.train_utterances = o.train_utterances;
   r.eval_utterances = o.eval_utterances;
   r.tokenizer_model = (fs::path(dir) / synthetic_tokenizer_model(o)).string();

@@ -19,12 +19,36 @@
 /// Threading: called once per process; collective over `comm` when it has more than one rank.
 
 #include <exception>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "benchhost/comm/communicator.hpp"
 #include "benchhost/error.hpp"
 
 namespace benchhost::data {
+
+/// Whether `dir` holds a generated data set: false when it does not exist; true when it does and
+/// its marker file (`marker_name`, the generator's options as text, written last into the staging
+/// directory) says `options_text` or is absent; a DataError naming the directory, both option
+/// texts and the remedy when the marker says other options (a silently reused data set of another
+/// size or seed would change what the mini measures).
+inline bool generated_with(const std::string& what, const std::string& dir, const std::string& marker_name,
+                           const std::string& options_text) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) return false;
+  const std::filesystem::path marker = std::filesystem::path(dir) / marker_name;
+  if (std::filesystem::exists(marker, ec)) {
+    std::ifstream in(marker);
+    std::stringstream found;
+    found << in.rdbuf();
+    BH_CHECK_AS(DataError, found.str() == options_text,
+                "{}: {} was generated with other options ({}); remove it to regenerate with {}", what, dir, found.str(),
+                options_text);
+  }
+  return true;
+}
 
 template <class Report, class Check, class Generate>
 Report ensure_generated(Communicator* comm, const std::string& what, const std::string& dir, Check&& check_existing,
