@@ -3,9 +3,12 @@
 # machine (device tool) from the repository root after tools/device/pack.sh here (carry
 # [".device"]); writes every raw output and a summary to $OUT (commit them under results/gpu/).
 #   bash tools/device/bench_gpu.sh
-#   WORKLOADS="<workload> ..." bash tools/device/bench_gpu.sh   # some workloads only (file names in bench/)
+#   WORKLOADS="<workload> ..." bash tools/device/bench_gpu.sh   # some workloads only, in that order (file names in bench/)
 #   DEVICE=cpu ITERS=1 RN_BATCH=2 RN_SIZE=64 LM_BATCH=1 PYTHON=/usr/bin/python3 bash tools/device/bench_gpu.sh
 #                                                    # plumbing check here, no GPU (slow: full-size models)
+#   ONLY='^(bert|gpt3_125m_pytorch)' bash tools/device/bench_gpu.sh   # only the runs whose name matches
+#   OP_TIMES=1 ITERS=2 ONLY=... bash tools/device/bench_gpu.sh        # our runs rank their ops by device
+#                                                    # time (BENCHHOST_OP_TIMES, in each run's .log)
 # Each workload's pairs live in its own file, tools/device/bench/<workload>.sh, sourced here in name
 # order with the helpers below (ours, peer, peer_modes, conf) and $dev, $iters, $bh, $out set: adding
 # a workload adds its file and edits nothing here. The peers' model shapes are read from the same
@@ -17,13 +20,16 @@ mkdir -p "$out"
 dev=${DEVICE:-cuda}
 iters=${ITERS:-20}
 bh="$build/bin/benchhost"
+run_timeout=${RUN_TIMEOUT:-300}  # seconds per run: a hang must not eat the lease
+[ "${OP_TIMES:-0}" = 1 ] && export BENCHHOST_OP_TIMES=1
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1; nvidia-smi -L 2>&1;
-  python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' 2>&1; } > "$out/device.txt"
+  LD_LIBRARY_PATH="$base_ld_library_path" python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' 2>&1; } > "$out/device.txt"
 
 ours() {  # name, then benchhost arguments
   local name=$1; shift
-  "$bh" --mode train --synthetic --device "$dev" -w 3 -i "$iters" -o "$out/$name.json" "$@" > "$out/$name.log" 2>&1
-  python3 - "$out/$name.json" "$name" >> "$out/summary.txt" <<'PY'
+  [[ -n "${ONLY:-}" && ! $name =~ $ONLY ]] && return
+  timeout -k 5 "$run_timeout" "$bh" --mode train --synthetic --device "$dev" -w 3 -i "$iters" -o "$out/$name.json" "$@" > "$out/$name.log" 2>&1
+  LD_LIBRARY_PATH="$base_ld_library_path" python3 - "$out/$name.json" "$name" >> "$out/summary.txt" <<'PY'
 import json, sys
 try:
     r = json.load(open(sys.argv[1]))["results"][0]
@@ -36,8 +42,9 @@ PY
 }
 peer() {  # name, then peer script arguments
   local name=$1; shift
-  "${PYTHON:-python3}" "$@" > "$out/$name.json" 2> "$out/$name.log"
-  python3 - "$out/$name.json" "$name" >> "$out/summary.txt" <<'PY'
+  [[ -n "${ONLY:-}" && ! $name =~ $ONLY ]] && return
+  LD_LIBRARY_PATH="$base_ld_library_path" timeout -k 5 "$run_timeout" "${PYTHON:-python3}" "$@" > "$out/$name.json" 2> "$out/$name.log"
+  LD_LIBRARY_PATH="$base_ld_library_path" python3 - "$out/$name.json" "$name" >> "$out/summary.txt" <<'PY'
 import json, sys
 try:
     r = json.load(open(sys.argv[1]))
@@ -62,9 +69,9 @@ peer_modes() {  # name, peer script, then its arguments: the peer in fp32, tf32 
       --threads "$(nproc)"
   done
 }
-for f in tools/device/bench/*.sh; do
-  w=$(basename "$f" .sh)
-  if [ -n "${WORKLOADS:-}" ] && [[ " $WORKLOADS " != *" $w "* ]]; then continue; fi
-  . "$f"
+# WORKLOADS, where given, also sets the order (the most wanted first, when time is short).
+for w in ${WORKLOADS:-$(cd tools/device/bench && ls *.sh | sed 's/\.sh$//')}; do
+  [ -f "tools/device/bench/$w.sh" ] || { echo "$w: no tools/device/bench/$w.sh" >> "$out/summary.txt"; continue; }
+  . "tools/device/bench/$w.sh"
 done
 cat "$out/device.txt" "$out/summary.txt"

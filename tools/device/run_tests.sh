@@ -26,8 +26,10 @@ for entry in ${TESTS:-$default_tests}; do
   [ "$entry" != "$t" ] && filter=${entry#*=}
   bin="$build/bin/$t"
   [ -x "$bin" ] || { echo "missing $t" >> "$out/summary.txt"; status=1; continue; }
-  "$bin" --gtest_color=no ${filter:+--gtest_filter="$filter"} > "$out/$t.log" 2>&1
+  # A hung kernel or collective must not eat the lease: each binary gets TEST_TIMEOUT seconds.
+  timeout -k 5 "${TEST_TIMEOUT:-150}" "$bin" --gtest_color=no ${filter:+--gtest_filter="$filter"} > "$out/$t.log" 2>&1
   rc=$?
+  [ $rc = 124 ] || [ $rc = 137 ] && echo "$t: timed out after ${TEST_TIMEOUT:-150} s" >> "$out/$t.log"
   echo "$t rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/$t.log" | tr '\n' ' ')" >> "$out/summary.txt"
   [ $rc = 0 ] || status=1
   # On this machine a CUDA test may skip only for a missing capability (e.g. Hopper), never

@@ -217,7 +217,8 @@ def bench_device(args):
     if device.type == "cuda":
         if not torch.cuda.is_available():
             sys.exit("bench: --device %s but torch %s sees no CUDA device" % (args.device, torch.__version__))
-        torch.cuda.set_device(device)
+        if device.index is not None:  # "cuda" alone: the current device
+            torch.cuda.set_device(device)
         torch.backends.cuda.matmul.allow_tf32 = args.tf32
         torch.backends.cudnn.allow_tf32 = args.tf32
     elif args.amp == "fp16":

@@ -1,5 +1,5 @@
 # gpt3 on the GPU (sourced by tools/device/bench_gpu.sh): the 125m config (seq 2048), batch LM_BATCH
-# (8), synthetic tokens: ours fp32 and tf32 (samples/s, MFU) vs tools/peers/gpt3_peer.py (the same
+# (8), synthetic tokens: ours fp32, tf32 and bf16 (samples/s, MFU) vs tools/peers/gpt3_peer.py (the same
 # model and AdamW) fp32, tf32 and AMP bf16.
 lm_batch=${LM_BATCH:-8}
 gc=configs/gpt3/125m.conf
@@ -10,4 +10,5 @@ gpt_json=$(printf '{"layers":%s,"hidden":%s,"heads":%s,"ffn":%s,"vocab":%s,"max_
   "$(conf $gc gpt3.layers)" "$g_hidden" "$(conf $gc gpt3.heads)" "$g_ffn" "$(conf $gc gpt3.vocab)" "$g_pos" "$g_seq")
 ours gpt3_125m_benchhost_fp32 --plugin gpt3 --config 125m -b "$lm_batch" --precision fp32
 ours gpt3_125m_benchhost_tf32 --plugin gpt3 --config 125m -b "$lm_batch" --precision tf32
+ours gpt3_125m_benchhost_bf16 --plugin gpt3 --config 125m -b "$lm_batch" --precision bf16
 peer_modes gpt3_125m tools/peers/gpt3_peer.py --config "$gpt_json" --batch "$lm_batch"
