@@ -71,6 +71,17 @@ inline std::string require_cuda_contiguous(const std::vector<Tensor>& ts, DType 
   return {};
 }
 
+/// "" unless a defined tensor of the call is f16 or bf16, for the accepts() of kernels that read
+/// and write f32 only: such a call is then promoted by the registry (Note [Half-precision
+/// promotion]) rather than handed to a kernel that would refuse it or misread its bytes.
+inline std::string refuse_half(const OpCall& c) {
+  for (const auto* list : {&c.inputs, &c.outputs})
+    for (const Tensor& t : *list)
+      if (t.defined() && (t.dtype() == DType::f16 || t.dtype() == DType::bf16))
+        return fmt::format("{} is {}: this kernel reads and writes f32", t.describe(), dtype_name(t.dtype()));
+  return {};
+}
+
 /// Accept f32 contiguous CUDA inputs and outputs (the usual requirement of our kernels).
 inline std::string accept_cuda_f32(const OpCall& c) {
   std::string why = require_cuda_contiguous(c.inputs);

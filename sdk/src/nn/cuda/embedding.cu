@@ -57,6 +57,7 @@ __global__ void emb_sparse_kernel(const float* __restrict__ dy, const void* ids,
 }
 
 std::string accepts(const OpCall& c) {
+  if (std::string half = refuse_half(c); !half.empty()) return half;
   std::string why = require_cuda_contiguous(c.outputs);
   if (!why.empty()) return "output " + why;
   for (const Tensor& t : c.inputs)

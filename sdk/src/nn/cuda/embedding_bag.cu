@@ -353,6 +353,7 @@ void zero_rows(OpCall& call) {
 }
 
 std::string accepts_zero_rows(const OpCall& c) {
+  if (std::string half = refuse_half(c); !half.empty()) return half;
   if (!c.outputs.at(0).device().is_cuda()) return "grad is not on a cuda device";
   const Device rd = c.inputs.at(0).device();
   if (!rd.is_cpu() && !(rd == c.outputs.at(0).device())) return "rows must be on the cpu or on grad's device";
@@ -360,6 +361,7 @@ std::string accepts_zero_rows(const OpCall& c) {
 }
 
 std::string accepts(const OpCall& c) {
+  if (std::string half = refuse_half(c); !half.empty()) return half;
   for (std::size_t i = 0; i < c.inputs.size(); ++i)
     if (c.inputs[i].defined() && !c.inputs[i].device().is_cuda())
       return fmt::format("input {} is not on a cuda device", i);

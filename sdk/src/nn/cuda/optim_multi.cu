@@ -324,6 +324,7 @@ void fill(Tensor& t, float value) {
 
 // All defined tensors on one CUDA device and contiguous (dtypes are checked by run()).
 std::string accept_cuda(const OpCall& c) {
+  if (std::string half = refuse_half(c); !half.empty()) return half;
   const Tensor* first = nullptr;
   for (const auto* list : {&c.inputs, &c.outputs})
     for (const Tensor& t : *list) {
