@@ -80,7 +80,8 @@ double GptModel::forward(const Tensor& tokens, const Tensor& targets, std::uint6
   final_ = nn::cast(ln_f_->forward(x).view({B * T, s.hidden}), mm);
   wte_cast_ = nn::cast(wte_->weight().value, mm);
   Tensor logits = nn::linear_forward(final_, wte_cast_, Tensor());
-  targets_ = targets.dtype() == DType::i64 ? targets.reshape({B * T}) : targets.to(DType::i64).reshape({B * T});
+  // i32 or i64 targets, as the loader gives them: the cross entropy takes either on every device.
+  targets_ = targets.reshape({B * T});
   ce_ = nn::softmax_cross_entropy_forward(logits, targets_);
   last_loss_ = ce_.loss;
   last_count_ = ce_.count;

@@ -67,6 +67,10 @@ Attrs coder_attrs(const std::array<float, 4>& w, const char* op) {
 }
 
 Tensor host(const Tensor& t) { return t.device().is_cpu() ? t.contiguous() : t.to(Device::cpu()).contiguous(); }
+Tensor host_f32(const Tensor& t) {
+  const Tensor h = host(t);
+  return h.dtype() == DType::f32 ? h : h.to(DType::f32);
+}
 
 // ---- focal / box loss calls -------------------------------------------------------------------
 
@@ -391,8 +395,9 @@ Detections retinanet_postprocess(const std::vector<Tensor>& level_logits, const 
   const float clip_x = static_cast<float>(image_w), clip_y = static_cast<float>(image_h);
   const float clip = static_cast<float>(std::log(1000.0 / 16.0));
   for (std::size_t l = 0; l < level_logits.size(); ++l) {
-    const Tensor z = host(level_logits[l].dtype() == DType::f32 ? level_logits[l] : level_logits[l].to(DType::f32));
-    const Tensor d = host(level_deltas[l].dtype() == DType::f32 ? level_deltas[l] : level_deltas[l].to(DType::f32));
+    // Half-precision heads: to the host first (Tensor::to converts dtypes on the CPU only).
+    const Tensor z = host_f32(level_logits[l]);
+    const Tensor d = host_f32(level_deltas[l]);
     const Tensor a = host(level_anchors[l]);
     BH_CHECK_AS(InvalidArgument, z.dim() == 2 && z.size(1) > 0, "{}: level {} logits must be [A, K], got {}", op, l,
                 shape_str(z.shape()));
