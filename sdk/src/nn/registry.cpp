@@ -1,11 +1,13 @@
 #include "benchhost/nn/registry.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 
+#include "benchhost/device.hpp"
 #include "benchhost/error.hpp"
 #include "benchhost/nn/ops.hpp"
 
@@ -82,6 +84,42 @@ bool verbose_ops() {
   }();
   return on;
 }
+// Note [Op times]: BENCHHOST_OP_TIMES=1 times every outermost dispatch (nested ones, such as a
+// promotion's casts, count in their caller), synchronising the call's device before and after, and
+// prints the totals per op and input dtype, largest first, to stderr at exit. It serialises the
+// device's work, so steps run slower: use it to rank the ops of a step, not to time the step.
+bool op_times_on() {
+  static const bool on = [] {
+    const char* v = std::getenv("BENCHHOST_OP_TIMES");
+    return v && *v && *v != '0';
+  }();
+  return on;
+}
+struct OpTimes {
+  std::mutex mutex;
+  std::map<std::string, std::pair<std::uint64_t, double>> by_key;  // calls, seconds
+  static void print() {
+    OpTimes& t = instance();
+    std::lock_guard lock(t.mutex);
+    std::vector<std::pair<std::string, std::pair<std::uint64_t, double>>> rows(t.by_key.begin(), t.by_key.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+    double total = 0;
+    for (const auto& r : rows) total += r.second.second;
+    std::fprintf(stderr, "benchhost_op_times,total_s,%.6f\nbenchhost_op_times,op,dtype,calls,seconds,share\n", total);
+    for (const auto& [key, v] : rows)
+      std::fprintf(stderr, "benchhost_op_times,%s,%llu,%.6f,%.4f\n", key.c_str(),
+                   static_cast<unsigned long long>(v.first), v.second, total > 0 ? v.second / total : 0.0);
+  }
+  static OpTimes& instance() {
+    static OpTimes* t = [] {
+      std::atexit(&OpTimes::print);
+      return new OpTimes;  // never destroyed: print() runs at exit
+    }();
+    return *t;
+  }
+};
+thread_local int op_time_depth = 0;
+
 std::string describe_call(const OpCall& call) {
   std::string s;
   for (const auto& t : call.inputs)
@@ -202,6 +240,38 @@ const OpImpl& OpRegistry::select(const OpDef& def, const OpCall& call, DeviceTyp
 }
 
 void OpRegistry::dispatch(std::string_view op, OpCall& call) const {
+  if (op_times_on() && op_time_depth == 0) {  // Note [Op times]
+    Device device = Device::cpu();
+    std::string key = std::string(op) + ",-";
+    for (const auto& t : call.inputs)
+      if (t.defined()) {
+        device = t.device();
+        key = std::string(op) + "," + dtype_name(t.dtype());
+        break;
+      }
+    if (device.is_cuda()) synchronize(device);
+    const auto start = std::chrono::steady_clock::now();
+    ++op_time_depth;
+    try {
+      dispatch_untimed(op, call);
+    } catch (...) {
+      --op_time_depth;
+      throw;
+    }
+    --op_time_depth;
+    if (device.is_cuda()) synchronize(device);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    OpTimes& t = OpTimes::instance();
+    std::lock_guard lock(t.mutex);
+    auto& v = t.by_key[key];
+    ++v.first;
+    v.second += seconds;
+    return;
+  }
+  dispatch_untimed(op, call);
+}
+
+void OpRegistry::dispatch_untimed(std::string_view op, OpCall& call) const {
   const OpDef& def = get(op);
   DeviceType device = DeviceType::cpu;
   for (const auto& t : call.inputs)

@@ -35,6 +35,7 @@
 /// conversion pass per tensor, so the ops that matter for speed get native half-precision
 /// implementations (oneDNN bf16 matmul and convolution on the CPU, cuBLASLt/cuDNN on CUDA).
 /// BENCHHOST_VERBOSE_OPS=1 prints each promotion. "cast" itself is never promoted.
+/// BENCHHOST_OP_TIMES=1 ranks the ops of a run by device time (Note [Op times] in registry.cpp).
 ///
 /// Threading: registration happens during static initialisation (or under the registry's mutex
 /// later); dispatch is thread-safe once registration is over. Implementations may use oneTBB or
@@ -146,6 +147,7 @@ class OpRegistry {
   std::vector<std::pair<std::string, std::uint64_t>> promotion_counts() const;
 
  private:
+  void dispatch_untimed(std::string_view op, OpCall& call) const;  // dispatch() without Note [Op times]
   OpRegistry() = default;
   /// The first implementation on `device` that takes `call`, or nullptr; appends each refusal.
   const OpImpl* try_select(const OpDef& def, const OpCall& call, DeviceType device,
