@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <vector>
 
 #include "benchhost/nn/conv.hpp"
@@ -63,55 +64,103 @@ Bottleneck seeded_bottleneck() {
   return p;
 }
 
-BottleneckResult run_bottleneck(const Bottleneck& p, const Tensor& x_host, const Tensor& dy_host,
-                                Device dev, DType act = DType::f32) {
-  const std::int64_t mid = Bottleneck::kMid;
-  Conv2dSpec c1, c2, c3;
-  c1.layout = c2.layout = c3.layout = ImageLayout::nhwc;
-  c2.pad_h = c2.pad_w = 1;
-  BatchNormSpec relu_bn, plain_bn;
-  relu_bn.layout = plain_bn.layout = ImageLayout::nhwc;
-  relu_bn.fuse_relu = true;
-  const BatchNormSpec bn_specs[3] = {relu_bn, relu_bn, plain_bn};
-  const Conv2dSpec conv_specs[3] = {c1, c2, c3};
-  const Tensor w[3] = {on(p.w1.to(act), dev), on(p.w2.to(act), dev), on(p.w3.to(act), dev)};
-
-  BottleneckResult r;
-  Tensor gamma[3], beta[3];
-  for (int i = 0; i < 3; ++i) {
-    gamma[i] = on(p.gamma[i], dev);
-    beta[i] = on(p.beta[i], dev);
-    r.running_mean[i] = on(p.running_mean[i], dev);
-    r.running_var[i] = on(p.running_var[i], dev);
-  }
-  const Tensor x = on(x_host.to(act), dev);
-  Tensor conv_in[3], conv_out[3];
+// The forward pass's tensors, kept for the backward (on one device, in one activation type).
+struct BottleneckTape {
+  Tensor x, w[3], gamma[3], conv_in[3], conv_out[3], pre;
   BatchNormSaved saved[3];
-  Tensor h = x;
-  for (int i = 0; i < 3; ++i) {
-    conv_in[i] = h;
-    conv_out[i] = conv2d_forward(h, w[i], Tensor(), conv_specs[i]);
-    h = batch_norm_forward_train(conv_out[i], gamma[i], beta[i], r.running_mean[i],
-                                 r.running_var[i], bn_specs[i], saved[i]);
-  }
-  const Tensor pre = add(h, x);
-  r.y = relu(pre);
+};
 
-  const Tensor dy = on(dy_host.to(act), dev);
-  const Tensor dpre = activation_backward(dy, pre, Activation::relu);
+const Conv2dSpec& conv_spec(int i) {
+  static const std::array<Conv2dSpec, 3> specs = [] {
+    Conv2dSpec c1, c2, c3;
+    c1.layout = c2.layout = c3.layout = ImageLayout::nhwc;
+    c2.pad_h = c2.pad_w = 1;
+    return std::array<Conv2dSpec, 3>{c1, c2, c3};
+  }();
+  return specs[i];
+}
+
+BatchNormSpec bn_spec(int i) {
+  BatchNormSpec s;
+  s.layout = ImageLayout::nhwc;
+  s.fuse_relu = i < 2;  // bn3 feeds the residual add, unfused
+  return s;
+}
+
+// Forward on `dev` with activations of type `act`: fills r.y and r.running_* (copies of the
+// seeded statistics: a CPU run must not update the Bottleneck's own tensors, which a later run
+// starts from).
+BottleneckTape bottleneck_forward(const Bottleneck& p, const Tensor& x_host, Device dev, DType act,
+                                  BottleneckResult& r) {
+  BottleneckTape t;
+  const Tensor w_host[3] = {p.w1, p.w2, p.w3};
+  for (int i = 0; i < 3; ++i) {
+    t.w[i] = on(w_host[i].to(act), dev);
+    t.gamma[i] = on(p.gamma[i], dev);
+    r.running_mean[i] = on(p.running_mean[i].clone(), dev);
+    r.running_var[i] = on(p.running_var[i].clone(), dev);
+  }
+  Tensor beta[3];
+  for (int i = 0; i < 3; ++i) beta[i] = on(p.beta[i], dev);
+  t.x = on(x_host.to(act), dev);
+  Tensor h = t.x;
+  for (int i = 0; i < 3; ++i) {
+    t.conv_in[i] = h;
+    t.conv_out[i] = conv2d_forward(h, t.w[i], Tensor(), conv_spec(i));
+    h = batch_norm_forward_train(t.conv_out[i], t.gamma[i], beta[i], r.running_mean[i],
+                                 r.running_var[i], bn_spec(i), t.saved[i]);
+  }
+  t.pre = add(h, t.x);
+  r.y = relu(t.pre);
+  return t;
+}
+
+// Backward from `dy` (on the tape's device, in its activation type): fills r.dx, dw, dgamma, dbeta
+// (f32 master gradients).
+void bottleneck_backward(const BottleneckTape& t, const Tensor& dy, BottleneckResult& r) {
+  const Device dev = t.x.device();
+  const Tensor dpre = activation_backward(dy, t.pre, Activation::relu);
   Tensor g = dpre;
   for (int i = 2; i >= 0; --i) {
-    const std::int64_t out_c = i == 2 ? Bottleneck::kIn : mid;
+    const std::int64_t out_c = t.gamma[i].numel();
     r.dgamma[i] = Tensor::zeros({out_c}, DType::f32, dev);
     r.dbeta[i] = Tensor::zeros({out_c}, DType::f32, dev);
-    const Tensor dconv = batch_norm_backward(g, conv_out[i], gamma[i], saved[i], bn_specs[i],
+    const Tensor dconv = batch_norm_backward(g, t.conv_out[i], t.gamma[i], t.saved[i], bn_spec(i),
                                              r.dgamma[i], r.dbeta[i]);
-    r.dw[i] = Tensor::zeros(w[i].shape(), DType::f32, dev);
+    r.dw[i] = Tensor::zeros(t.w[i].shape(), DType::f32, dev);
     Tensor no_bias;
-    conv2d_backward_weights(dconv, conv_in[i], r.dw[i], no_bias, conv_specs[i]);
-    g = conv2d_backward_data(dconv, w[i], conv_in[i].shape(), conv_specs[i]);
+    conv2d_backward_weights(dconv, t.conv_in[i], r.dw[i], no_bias, conv_spec(i));
+    g = conv2d_backward_data(dconv, t.w[i], t.conv_in[i].shape(), conv_spec(i));
   }
   r.dx = add(g, dpre);  // the residual branch's gradient joins the block input's
+}
+
+// `t` on the CPU in f32: the same forward values, ReLU masks included.
+Tensor host_f32(const Tensor& t) {
+  if (!t.defined()) return t;
+  const Tensor h = host(t);
+  return h.dtype() == DType::f32 ? h : h.to(DType::f32);
+}
+BottleneckTape tape_on_cpu_f32(const BottleneckTape& t) {
+  BottleneckTape c;
+  c.x = host_f32(t.x);
+  c.pre = host_f32(t.pre);
+  for (int i = 0; i < 3; ++i) {
+    c.w[i] = host_f32(t.w[i]);
+    c.gamma[i] = host_f32(t.gamma[i]);
+    c.conv_in[i] = host_f32(t.conv_in[i]);
+    c.conv_out[i] = host_f32(t.conv_out[i]);
+    c.saved[i] = BatchNormSaved{host_f32(t.saved[i].mean), host_f32(t.saved[i].variance),
+                                host_f32(t.saved[i].output), t.saved[i].training};
+  }
+  return c;
+}
+
+BottleneckResult run_bottleneck(const Bottleneck& p, const Tensor& x_host, const Tensor& dy_host,
+                                Device dev, DType act = DType::f32) {
+  BottleneckResult r;
+  const BottleneckTape t = bottleneck_forward(p, x_host, dev, act, r);
+  bottleneck_backward(t, on(dy_host.to(act), dev), r);
   return r;
 }
 
@@ -149,24 +198,37 @@ TEST(CudaConvNet, BottleneckBlockInHalfPrecisionRunsNativelyAndMatchesCpu) {
   const Bottleneck p = seeded_bottleneck();
   const Tensor x = random_tensor(Bottleneck::image(), 50);
   const Tensor dy = random_tensor(Bottleneck::image(), 51);
-  const BottleneckResult cpu = run_bottleneck(p, x, dy, Device::cpu());
+  BottleneckResult cpu;
+  bottleneck_forward(p, x, Device::cpu(), DType::f32, cpu);
   for (DType half : {DType::bf16, DType::f16}) {
     SCOPED_TRACE(dtype_name(half));
-    const std::uint64_t promoted_before = total_promotions();
-    const BottleneckResult gpu = run_bottleneck(p, x, dy, Device::cuda(0), half);
-    EXPECT_EQ(total_promotions(), promoted_before) << "an op of the block was promoted to f32";
-    EXPECT_EQ(gpu.y.dtype(), half);
     // A few roundings of the half type (2^-8 bf16, 2^-11 f16) through three layers each way.
     const double tol = half == DType::bf16 ? 5e-2 : 1e-2;
+    const std::uint64_t promoted_before = total_promotions();
+    BottleneckResult gpu;
+    const BottleneckTape tape = bottleneck_forward(p, x, Device::cuda(0), half, gpu);
+    const Tensor dy_half = dy.to(half);
+    bottleneck_backward(tape, dy_half.to(Device::cuda(0)), gpu);
+    EXPECT_EQ(total_promotions(), promoted_before) << "an op of the block was promoted to f32";
+    // Forward: against the f32 block on the CPU.
+    EXPECT_EQ(gpu.y.dtype(), half);
     EXPECT_TRUE(tensors_close(host(gpu.y), cpu.y, tol, tol)) << "output";
-    EXPECT_TRUE(tensors_close(host(gpu.dx), cpu.dx, tol, tol)) << "input gradient";
     for (int i = 0; i < 3; ++i) {
-      EXPECT_EQ(gpu.dw[i].dtype(), DType::f32) << "the master weight gradient stays f32";
-      EXPECT_TRUE(tensors_close(host(gpu.dw[i]), cpu.dw[i], tol, tol)) << "conv" << i + 1 << " weight gradient";
-      EXPECT_TRUE(tensors_close(host(gpu.dgamma[i]), cpu.dgamma[i], tol, tol)) << "bn" << i + 1 << " gamma gradient";
-      EXPECT_TRUE(tensors_close(host(gpu.dbeta[i]), cpu.dbeta[i], tol, tol)) << "bn" << i + 1 << " beta gradient";
       EXPECT_TRUE(tensors_close(host(gpu.running_mean[i]), cpu.running_mean[i], tol, tol)) << "bn" << i + 1 << " running mean";
       EXPECT_TRUE(tensors_close(host(gpu.running_var[i]), cpu.running_var[i], tol, tol)) << "bn" << i + 1 << " running var";
+    }
+    // Backward: against the f32 backward on the CPU of this run's own forward values. The ReLU
+    // masks are then the same on both sides; from an f32 forward, activations within a rounding
+    // of zero flip their mask, and a flipped element moves a sum such as bn3's beta gradient (a
+    // sum of +-dy over 784 positions) by a whole dy, far more than any rounding.
+    BottleneckResult ref;
+    bottleneck_backward(tape_on_cpu_f32(tape), dy_half.to(DType::f32), ref);
+    EXPECT_TRUE(tensors_close(host_f32(gpu.dx), ref.dx, tol, tol)) << "input gradient";
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(gpu.dw[i].dtype(), DType::f32) << "the master weight gradient stays f32";
+      EXPECT_TRUE(tensors_close(host(gpu.dw[i]), ref.dw[i], tol, tol)) << "conv" << i + 1 << " weight gradient";
+      EXPECT_TRUE(tensors_close(host(gpu.dgamma[i]), ref.dgamma[i], tol, tol)) << "bn" << i + 1 << " gamma gradient";
+      EXPECT_TRUE(tensors_close(host(gpu.dbeta[i]), ref.dbeta[i], tol, tol)) << "bn" << i + 1 << " beta gradient";
     }
   }
 }

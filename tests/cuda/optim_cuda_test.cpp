@@ -279,8 +279,10 @@ TEST(CudaFp8, Fp8OutputWithScaleAndCublasAmax) {
   const std::int64_t M = 32, N = 64, K = 64;
   Tensor a = Tensor::empty({M, K}, DType::f8e4m3), b = Tensor::empty({N, K}, DType::f8e4m3);
   const Tensor fa = random_tensor({M, K}, 5, -200, 200), fb = random_tensor({N, K}, 6, -200, 200);
-  for (std::int64_t i = 0; i < M * K; ++i) a.data<std::uint8_t>()[i] = float_to_e4m3(fa.data<float>()[i]);
-  for (std::int64_t i = 0; i < N * K; ++i) b.data<std::uint8_t>()[i] = float_to_e4m3(fb.data<float>()[i]);
+  auto* pa = static_cast<std::uint8_t*>(a.raw_data());  // fp8 storage is raw bytes (data<T> checks the dtype)
+  auto* pb = static_cast<std::uint8_t*>(b.raw_data());
+  for (std::int64_t i = 0; i < M * K; ++i) pa[i] = float_to_e4m3(fa.data<float>()[i]);
+  for (std::int64_t i = 0; i < N * K; ++i) pb[i] = float_to_e4m3(fb.data<float>()[i]);
   nn::OpCall cpu;
   cpu.inputs = {a, b, Tensor::full({1}, 1.0 / 200), Tensor::full({1}, 1.0 / 200), Tensor::full({1}, 16.0)};
   cpu.outputs = {Tensor::zeros({M, N}, DType::f8e4m3), Tensor::zeros({1})};

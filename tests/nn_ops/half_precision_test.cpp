@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "benchhost/device.hpp"
@@ -55,6 +56,13 @@ Tensor rounded(const Tensor& t, DType half) {
   if (!t.defined() || t.dtype() != DType::f32) return t;
   return t.contiguous().to(half).to(DType::f32);
 }
+
+// Native half implementations whose result may be off by more than the output's rounding, with
+// the number of half-type steps they may take: cuDNN's 3-d weight-gradient kernels in f16/bf16
+// (NDHWC, tensor ops) sum over N*D*H*W and round partial sums to the data type; on an H200
+// (results/gpu/2026-11-26) they came within 0.9 of a step where the f32 reference rounds once.
+const std::map<std::string, double> kHalfSteps = {{"conv3d_backward_weights", 4.0},
+                                                  {"conv_transpose3d_backward_weights", 4.0}};
 
 // Half-precision rounding step: 2^-8 (bf16), 2^-11 (f16) relative.
 double half_eps(DType h) { return h == DType::bf16 ? 1.0 / 256 : 1.0 / 2048; }
@@ -103,7 +111,9 @@ TEST_P(HalfPrecisionOps, MatchReferenceUpToOutputRounding) {
           << "an output keeps the dtype its caller allocated";
       // Output rounding is at most half a step of the half type; a native implementation may add
       // its own summation-order difference (the op's parity tolerance) on top.
-      const double rtol = def.rtol + half_eps(p.half), atol = def.atol + half_eps(p.half) * 1e-3;
+      const auto steps = kHalfSteps.find(p.op);
+      const double half_tol = half_eps(p.half) * (p.device == DeviceType::cuda && steps != kHalfSteps.end() ? steps->second : 1.0);
+      const double rtol = def.rtol + half_tol, atol = def.atol + half_tol * 1e-3;
       EXPECT_TRUE(benchhost::testing::tensors_close(got, expected.outputs[o], atol, rtol))
           << p.op << " case " << ci << " (" << base.attrs.str() << ") output " << o << " in "
           << dtype_name(p.half);
