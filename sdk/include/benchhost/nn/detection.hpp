@@ -2,7 +2,9 @@
 /// @file nn/detection.hpp  The detection toolkit shared by RetinaNet (MLPerf `ssd`) and Mask R-CNN:
 /// anchors, box IoU, the anchor matcher, the box coder, RetinaNet's two losses (sigmoid focal
 /// loss over the classes, L1 over the box deltas of matched anchors) with their gradients, NMS
-/// and RetinaNet's post-processing, as plain functions (llm.c style).
+/// and RetinaNet's post-processing, and Mask R-CNN's ops (multi-level RoIAlign and its level
+/// mapper, smooth-L1 with beta, the mask loss; their conventions are maskrcnn_benchmark's, in the
+/// Mask R-CNN section below), as plain functions (llm.c style).
 ///
 /// Semantics are torchvision 0.14's exactly (torchvision/models/detection/anchor_utils.py,
 /// _utils.py, retinanet.py; torchvision/ops/boxes.py, focal_loss.py), which MLPerf's reference
@@ -159,5 +161,94 @@ Detections retinanet_postprocess(const std::vector<Tensor>& level_logits, const 
                                  const std::vector<Tensor>& level_anchors, std::int64_t image_h, std::int64_t image_w,
                                  float score_thresh = 0.05f, std::int64_t topk = 1000, float nms_thresh = 0.5f,
                                  std::int64_t detections_per_img = 300);
+
+// ============================================================================================
+// Mask R-CNN: RoIAlign and its level mapper, smooth-L1, the mask loss
+// ============================================================================================
+//
+// Note [Legacy RoIAlign]
+// maskrcnn_benchmark's ROIAlign (layers/roi_align.py, csrc/cpu/ROIAlign_cpu.cpp), which MLPerf's
+// Mask R-CNN runs, is torchvision.ops.roi_align with aligned=False: for an RoI (b, x1, y1, x2, y2)
+// in image pixels and a level of scale s, the RoI is (x1 s, y1 s) .. (x2 s, y2 s) on the feature
+// map, its size max(x2 s - x1 s, 1) by max(y2 s - y1 s, 1) (aligned=True instead subtracts 0.5
+// from every coordinate and has no minimum), cut into pooled_h x pooled_w bins; each bin averages
+// sampling_ratio x sampling_ratio bilinear samples at the centres of a regular grid over the bin
+// (sampling_ratio <= 0: ceil(bin size) samples per axis). A sample with y < -1, y > H, x < -1
+// or x > W is 0; otherwise coordinates below 0 are clamped to 0 and the last row or column
+// repeats. The backward scatters dout / count times each bilinear weight onto the four
+// neighbours. Arithmetic is f32 in torchvision's order of operations.
+//
+// Multi-level (FPN) pooling takes every level's features at once and one level index per RoI
+// (map_roi_levels): one op call pools every RoI from its own level, in RoI order, as
+// maskrcnn_benchmark's Pooler does with its per-level index_select / scatter. The CPU backward
+// is deterministic (threads own channel ranges); the CUDA backward adds with atomics, so its
+// f32 sums are in no fixed order.
+
+/// RoIAlign's parameters. spatial_scales has one entry per feature level (1/4 ... 1/32 for P2-P5;
+/// one entry for single-level pooling).
+struct RoIAlignSpec {
+  std::int64_t pooled_h = 7;
+  std::int64_t pooled_w = 7;
+  std::vector<float> spatial_scales{0.25f};
+  std::int64_t sampling_ratio = 2;  ///< samples per bin and axis; <= 0: ceil(bin size) (adaptive)
+  bool aligned = false;             ///< false: legacy (maskrcnn_benchmark); true: half-pixel offset
+  bool channels_last = false;       ///< features [N, H, W, C] and output [K, ph, pw, C] (else NCHW)
+};
+
+/// RoIAlign forward over one or more feature levels (Note [Legacy RoIAlign]). features[l]: f32
+/// [N, C, H_l, W_l] (or [N, H_l, W_l, C] with channels_last), all on one device with the same N
+/// and C; rois: f32 [K, 5] rows (batch index, x1, y1, x2, y2) in image pixels; levels: i64 [K] in
+/// [0, L) (map_roi_levels), or undefined for one level. Returns f32 [K, C, ph, pw] (or [K, ph, pw,
+/// C]). Throws InvalidArgument on shapes, a scale count different from L, non-positive pooled
+/// sizes; DataError on a batch index outside [0, N) or a level outside [0, L).
+Tensor roi_align_forward(const std::vector<Tensor>& features, const Tensor& rois, const Tensor& levels,
+                         const RoIAlignSpec& spec);
+
+/// d features of roi_align_forward for dout f32 [K, C, ph, pw] (or [K, ph, pw, C]): one f32
+/// tensor per level, shaped feature_shapes[l], on dout's device (zero where no RoI samples).
+std::vector<Tensor> roi_align_backward(const Tensor& dout, const Tensor& rois, const Tensor& levels,
+                                       const std::vector<Shape>& feature_shapes, const RoIAlignSpec& spec);
+
+/// The FPN level mapper (maskrcnn_benchmark poolers.LevelMapper, as in Feature Pyramid Networks
+/// eq. 1): level = clamp(floor(canonical_level + log2(sqrt(area) / canonical_scale + eps)),
+/// k_min, k_max) - k_min, in f32. legacy (the reference): area = (x2 - x1 + 1) (y2 - y1 + 1) and
+/// eps inside the log. torchvision's MultiScaleRoIAlign (legacy = false): area = (x2 - x1)
+/// (y2 - y1) and eps added after the log2.
+struct LevelMapper {
+  std::int64_t k_min = 2;
+  std::int64_t k_max = 5;
+  float canonical_scale = 224.0f;
+  float canonical_level = 4.0f;
+  float eps = 1e-6f;
+  bool legacy = true;
+};
+
+/// Level index in [0, k_max - k_min] of each RoI: rois f32 [K, 5] (batch, x1, y1, x2, y2) or
+/// [K, 4]; returns i64 [K] on the rois' device (computed on the host: K is at most a few
+/// thousand per step).
+Tensor map_roi_levels(const Tensor& rois, const LevelMapper& mapper = {});
+
+/// maskrcnn_benchmark's smooth_l1_loss(input, target, beta, size_average=False) times `scale`:
+/// scale * sum_i (|d_i| < beta ? 0.5 d_i^2 / beta : |d_i| - 0.5 beta) with d = input - target
+/// (beta 0 is L1). input and target f32 of the same element count on one device (the caller
+/// gathers the positive RoIs' class-specific deltas); the RPN uses beta 1/9 and scale
+/// 1 / sampled anchors, the box head beta 1 and scale 1 / sampled RoIs. Op
+/// "smooth_l1_loss_forward"; sums in f64 over fixed chunks.
+float smooth_l1_loss_forward(const Tensor& input, const Tensor& target, float beta, float scale = 1.0f);
+
+/// d(dloss * loss) / d input: dloss * scale * (|d| < beta ? d / beta : sign(d)), f32 like input.
+/// Op "smooth_l1_loss_backward".
+Tensor smooth_l1_loss_backward(const Tensor& input, const Tensor& target, float beta, float scale = 1.0f,
+                               float dloss = 1.0f);
+
+/// Mask R-CNN's mask loss (maskrcnn_benchmark roi_heads/mask_head/loss.py): the BCE with logits
+/// of each RoI's channel labels[r] of logits f32 [R, C, M, M] against targets f32 [R, M, M] (0/1
+/// rasterised masks), mean over R * M * M; 0 when R = 0 (the reference's mask_logits.sum() * 0).
+/// labels i64 [R] in [0, C) (DataError otherwise). Op "mask_bce_loss_forward".
+float mask_bce_loss_forward(const Tensor& logits, const Tensor& labels, const Tensor& targets);
+
+/// d(dloss * loss) / d logits: f32 [R, C, M, M], (sigmoid(x) - t) * dloss / (R M M) on each RoI's
+/// labelled channel, zero on the others. Op "mask_bce_loss_backward".
+Tensor mask_bce_loss_backward(const Tensor& logits, const Tensor& labels, const Tensor& targets, float dloss = 1.0f);
 
 }  // namespace benchhost::nn

@@ -1,0 +1,505 @@
+// Mask R-CNN's SDK ops (nn/detection.hpp, the Mask R-CNN section): RoIAlign forward and
+// backward (single and multi-level, NCHW and NHWC), the FPN level mapper, smooth-L1 and the mask
+// loss, checked against hand computations, the adjoint identity of the linear RoIAlign,
+// torchvision 0.14 and PyTorch autograd (tools/peers/maskrcnn_peer.py, run with /usr/bin/python3
+// when it has torch and torchvision; those tests skip visibly otherwise), and, on a machine
+// with a GPU, the CUDA kernels against the CPU.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "benchhost/device.hpp"
+#include "benchhost/error.hpp"
+#include "benchhost/nn/detection.hpp"
+#include "benchhost/random.hpp"
+#include "common/gradcheck.hpp"
+
+namespace benchhost::nn {
+namespace {
+
+using benchhost::testing::max_abs_diff;
+using benchhost::testing::random_tensor;
+using benchhost::testing::tensors_close;
+
+namespace fs = std::filesystem;
+
+std::vector<std::int64_t> i64_values(const Tensor& t) {
+  const Tensor c = t.to(Device::cpu()).contiguous();
+  return std::vector<std::int64_t>(c.data<std::int64_t>(), c.data<std::int64_t>() + c.numel());
+}
+
+double dot(const Tensor& a, const Tensor& b) {
+  const auto va = a.to_float_vector(), vb = b.to_float_vector();
+  double s = 0;
+  for (std::size_t i = 0; i < va.size(); ++i) s += static_cast<double>(va[i]) * vb[i];
+  return s;
+}
+
+// k RoIs over `images` images of extent x extent pixels, sorted by image (torchvision's
+// MultiScaleRoIAlign concatenates per-image box lists), sizes from 1 to max_size pixels, some
+// crossing the border.
+Tensor random_rois(std::int64_t k, std::int64_t images, float extent, float max_size, std::uint64_t seed) {
+  Rng r(seed, 51);
+  std::vector<float> v;
+  for (std::int64_t b = 0; b < images; ++b)
+    for (std::int64_t i = 0; i < k / images; ++i) {
+      const float x = r.uniform(-0.05f * extent, extent), y = r.uniform(-0.05f * extent, extent);
+      const float w = r.uniform(1.0f, max_size), h = r.uniform(1.0f, max_size);
+      v.insert(v.end(), {static_cast<float>(b), x, y, x + w, y + h});
+    }
+  return Tensor::from_vector(v, {static_cast<std::int64_t>(v.size() / 5), 5});
+}
+
+// NCHW <-> NHWC copies.
+Tensor to_nhwc(const Tensor& t) { return t.permute({0, 2, 3, 1}).contiguous(); }
+Tensor to_nchw(const Tensor& t) { return t.permute({0, 3, 1, 2}).contiguous(); }
+
+// ============================================================================================
+// RoIAlign by hand and by identities
+// ============================================================================================
+
+// On f(y, x) = x + 10 y bilinear interpolation is exact and the 2 x 2 samples of a bin sit
+// symmetrically about its centre, so every bin's value is f at the bin centre.
+TEST(RoIAlign, LinearFeatureGivesBinCentres) {
+  const std::int64_t H = 8, W = 8;
+  std::vector<float> f;
+  for (std::int64_t y = 0; y < H; ++y)
+    for (std::int64_t x = 0; x < W; ++x) f.push_back(static_cast<float>(x) + 10.0f * static_cast<float>(y));
+  const Tensor feat = Tensor::from_vector(f, {1, 1, H, W});
+  // Image pixels at scale 1/2: feature box (1, 1.5) .. (5, 3.5), 2 x 2 bins of 2 x 1.
+  const Tensor rois = Tensor::from_vector({0, 2, 3, 10, 7}, {1, 5});
+  RoIAlignSpec spec;
+  spec.pooled_h = spec.pooled_w = 2;
+  spec.spatial_scales = {0.5f};
+  const Tensor out = roi_align_forward({feat}, rois, Tensor(), spec);
+  const std::vector<float> want = {2 + 20, 4 + 20, 2 + 30, 4 + 30};
+  EXPECT_TRUE(tensors_close(out, Tensor::from_vector(want, {1, 1, 2, 2}), 1e-5, 0));
+  // The legacy 1-pixel minimum: a point RoI at (3, 4) becomes a 1 x 1 box from there.
+  const Tensor point = Tensor::from_vector({0, 6, 8, 6, 8}, {1, 5});
+  spec.pooled_h = spec.pooled_w = 1;
+  EXPECT_NEAR(roi_align_forward({feat}, point, Tensor(), spec).data<float>()[0], 3.5f + 10.0f * 4.5f, 1e-5);
+  // A RoI wholly beyond the map (samples with x > W) pools zeros.
+  const Tensor outside = Tensor::from_vector({0, 40, 40, 60, 60}, {1, 5});
+  EXPECT_EQ(roi_align_forward({feat}, outside, Tensor(), spec).data<float>()[0], 0.0f);
+}
+
+// RoIAlign is linear in the features, so its backward is its adjoint: <dout, F x> = <B dout, x>.
+TEST(RoIAlign, BackwardIsTheAdjointOfForward) {
+  for (bool nhwc : {false, true})
+    for (std::int64_t sampling : {2, 0}) {
+      SCOPED_TRACE(fmt::format("{} sampling {}", nhwc ? "NHWC" : "NCHW", sampling));
+      RoIAlignSpec spec;
+      spec.pooled_h = 7;
+      spec.pooled_w = 5;
+      spec.sampling_ratio = sampling;
+      spec.channels_last = nhwc;
+      spec.spatial_scales = {0.25f, 0.125f, 0.0625f};
+      const std::int64_t N = 2, C = 6;
+      std::vector<Tensor> feats;
+      std::vector<Shape> shapes;
+      for (std::int64_t l = 0; l < 3; ++l) {
+        const std::int64_t side = 32 >> l;
+        const Shape s = nhwc ? Shape{N, side, side + 3, C} : Shape{N, C, side, side + 3};
+        feats.push_back(random_tensor(s, 60 + static_cast<std::uint64_t>(l)));
+        shapes.push_back(s);
+      }
+      const Tensor rois = random_rois(30, N, 128.0f, 140.0f, 61);
+      LevelMapper m;
+      m.k_min = 2;
+      m.k_max = 4;
+      m.canonical_scale = 56.0f;  // small RoIs, all three levels used
+      const Tensor levels = map_roi_levels(rois, m);
+      const Tensor out = roi_align_forward(feats, rois, levels, spec);
+      const Tensor dout = random_tensor(out.shape(), 62);
+      const std::vector<Tensor> grads = roi_align_backward(dout, rois, levels, shapes, spec);
+      double rhs = 0;
+      for (std::size_t l = 0; l < feats.size(); ++l) rhs += dot(grads[l], feats[l]);
+      const double lhs = dot(dout, out);
+      EXPECT_NEAR(lhs, rhs, 1e-5 * (std::fabs(lhs) + 1.0));
+      const std::vector<std::int64_t> lv = i64_values(levels);
+      for (std::int64_t l = 0; l < 3; ++l) EXPECT_GT(std::count(lv.begin(), lv.end(), l), 0) << "level " << l;
+    }
+}
+
+TEST(RoIAlign, ChannelsLastEqualsChannelsFirst) {
+  RoIAlignSpec spec;
+  spec.pooled_h = spec.pooled_w = 14;
+  spec.spatial_scales = {0.25f, 0.125f};
+  const Tensor f0 = random_tensor({2, 16, 24, 20}, 70), f1 = random_tensor({2, 16, 12, 10}, 71);
+  const Tensor rois = random_rois(20, 2, 90.0f, 60.0f, 72);
+  const Tensor levels = map_roi_levels(rois, LevelMapper{2, 3, 224.0f, 4.0f, 1e-6f, true});
+  const Tensor a = roi_align_forward({f0, f1}, rois, levels, spec);
+  RoIAlignSpec last = spec;
+  last.channels_last = true;
+  const Tensor b = roi_align_forward({to_nhwc(f0), to_nhwc(f1)}, rois, levels, last);
+  // The NHWC channel loop is vectorised (and may fuse multiply-adds): equal up to f32 rounding.
+  EXPECT_TRUE(tensors_close(to_nchw(b), a, 1e-7, 1e-6));
+  const Tensor dout = random_tensor(a.shape(), 73);
+  const auto ga = roi_align_backward(dout, rois, levels, {f0.shape(), f1.shape()}, spec);
+  const auto gb = roi_align_backward(to_nhwc(dout), rois, levels, {to_nhwc(f0).shape(), to_nhwc(f1).shape()}, last);
+  for (int l = 0; l < 2; ++l) EXPECT_TRUE(tensors_close(to_nchw(gb[static_cast<std::size_t>(l)]), ga[static_cast<std::size_t>(l)], 1e-7, 1e-6));
+}
+
+TEST(RoIAlign, RejectsBadArguments) {
+  RoIAlignSpec spec;
+  const Tensor f = random_tensor({1, 3, 8, 8}, 80);
+  EXPECT_THROW(roi_align_forward({f}, Tensor::from_vector({0, 1, 1, 4, 4}, {1, 5}), Tensor(),
+                                 RoIAlignSpec{7, 7, {0.25f, 0.125f}}),
+               InvalidArgument);  // two scales, one level
+  EXPECT_THROW(roi_align_forward({f}, Tensor::from_vector({1, 1, 1, 4, 4}, {1, 5}), Tensor(), spec), DataError);
+  EXPECT_THROW(roi_align_forward({f}, Tensor::from_vector({0, 1, 1, 4}, {1, 4}), Tensor(), spec), InvalidArgument);
+  EXPECT_THROW(roi_align_forward({f}, Tensor::from_vector({0, 1, 1, 4, 4}, {1, 5}), Tensor::from_vector_i64({1}, {1}),
+                                 spec),
+               DataError);  // level 1 of a single level
+}
+
+// maskrcnn_benchmark's LevelMapper on hand-picked boxes (the +1 area): a 224-pixel box is on the
+// canonical level 4, a 112-pixel box exactly one level down (eps keeps log2(1/2) from rounding to
+// just below -1), and the clamps at 2 and 5.
+TEST(RoIAlign, LegacyLevelMapperHandCases) {
+  const Tensor rois = Tensor::from_vector({0, 0, 0, 223, 223,  0, 10, 10, 121, 121,  0, 0, 0, 447, 447,
+                                           0, 0, 0, 15, 15,    0, 0, 0, 2000, 2000,  0, 5, 5, 5, 5},
+                                          {6, 5});
+  EXPECT_EQ(i64_values(map_roi_levels(rois)), (std::vector<std::int64_t>{2, 1, 3, 0, 3, 0}));
+  // torchvision's convention (no +1): the 224 box above is 223 wide, just below level 4.
+  LevelMapper tv;
+  tv.legacy = false;
+  EXPECT_EQ(i64_values(map_roi_levels(rois, tv)), (std::vector<std::int64_t>{1, 0, 2, 0, 3, 0}));
+}
+
+// ============================================================================================
+// smooth-L1 and the mask loss by hand
+// ============================================================================================
+
+TEST(MaskRcnnLosses, SmoothL1HandExample) {
+  // d = 0.05 (quadratic at beta 1/9), -0.5 and 2 (linear), 0.
+  const Tensor x = Tensor::from_vector({0.05f, -0.5f, 3.0f, 1.0f}, {1, 4});
+  const Tensor t = Tensor::from_vector({0.0f, 0.0f, 1.0f, 1.0f}, {1, 4});
+  const double beta = 1.0 / 9.0;
+  const double want = 0.5 * 0.05 * 0.05 / beta + (0.5 - 0.5 * beta) + (2.0 - 0.5 * beta);
+  EXPECT_NEAR(smooth_l1_loss_forward(x, t, static_cast<float>(beta), 0.25f), 0.25 * want, 1e-6);
+  const Tensor g = smooth_l1_loss_backward(x, t, static_cast<float>(beta), 0.25f, 2.0f);
+  const std::vector<float> gw = {static_cast<float>(0.5 * 0.05 / beta), -0.5f, 0.5f, 0.0f};
+  EXPECT_TRUE(tensors_close(g, Tensor::from_vector(gw, {1, 4}), 1e-6, 1e-5));
+  // beta 0 is L1.
+  EXPECT_NEAR(smooth_l1_loss_forward(x, t, 0.0f), 0.05 + 0.5 + 2.0, 1e-6);
+}
+
+TEST(MaskRcnnLosses, MaskLossUsesOnlyTheLabelledChannel) {
+  const std::int64_t R = 2, C = 3, M = 2;
+  Tensor z = Tensor::full({R, C, M, M}, 50.0);  // other channels would dominate the loss
+  const float vals[2][4] = {{0.0f, 1.0f, -1.0f, 2.0f}, {3.0f, -2.0f, 0.5f, 0.0f}};
+  const std::int64_t labels[2] = {2, 0};
+  for (int r = 0; r < 2; ++r)
+    for (int i = 0; i < 4; ++i) z.data<float>()[(r * C + labels[r]) * M * M + i] = vals[r][i];
+  const Tensor t = Tensor::from_vector({1, 0, 1, 0, 0, 1, 1, 0}, {R, M, M});
+  const Tensor l = Tensor::from_vector_i64({2, 0}, {R});
+  double want = 0;
+  for (int r = 0; r < 2; ++r)
+    for (int i = 0; i < 4; ++i) {
+      const double x = vals[r][i], y = t.data<float>()[r * 4 + i];
+      want += std::max(x, 0.0) - x * y + std::log1p(std::exp(-std::fabs(x)));
+    }
+  EXPECT_NEAR(mask_bce_loss_forward(z, l, t), want / 8.0, 1e-6);
+  const Tensor g = mask_bce_loss_backward(z, l, t, 1.0f);
+  for (int r = 0; r < 2; ++r)
+    for (std::int64_t c = 0; c < C; ++c)
+      for (int i = 0; i < 4; ++i) {
+        const float got = g.data<float>()[(r * C + c) * 4 + i];
+        if (c != labels[r]) EXPECT_EQ(got, 0.0f);
+        else EXPECT_NEAR(got, (1.0 / (1.0 + std::exp(-vals[r][i])) - t.data<float>()[r * 4 + i]) / 8.0, 1e-7);
+      }
+  // No positive RoI: loss 0 and a zero gradient (the reference's mask_logits.sum() * 0).
+  EXPECT_EQ(mask_bce_loss_forward(Tensor::empty({0, C, M, M}), Tensor::empty({0}, DType::i64), Tensor::empty({0, M, M})), 0.0f);
+  EXPECT_THROW(mask_bce_loss_forward(z, Tensor::from_vector_i64({2, 3}, {R}), t), DataError);
+}
+
+// ============================================================================================
+// torchvision and PyTorch autograd (tools/peers/maskrcnn_peer.py)
+// ============================================================================================
+
+std::string python() { return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
+
+bool have_torchvision() {
+  static const bool ok =
+      std::system(fmt::format("{} -c 'import torch, torchvision' > /dev/null 2>&1", python()).c_str()) == 0;
+  return ok;
+}
+
+#define SKIP_WITHOUT_TORCHVISION() \
+  if (!have_torchvision()) GTEST_SKIP() << python() << " has no torch/torchvision: the torchvision cross-check did not run"
+
+// A scratch folder with meta.json and raw arrays for the peer.
+struct PeerDir {
+  fs::path dir;
+  std::vector<std::string> shapes;
+  std::string extra;  // more meta fields, JSON, each ending with ", "
+
+  explicit PeerDir(const char* tag) {
+    dir = fs::temp_directory_path() / fmt::format("bh_mrcnn_{}_{}", tag, ::getpid());
+    fs::create_directories(dir);
+  }
+  ~PeerDir() { fs::remove_all(dir); }
+
+  void put(const std::string& name, const Tensor& t) {
+    const Tensor c = t.to(Device::cpu()).contiguous();
+    std::ofstream f(dir / (name + ".bin"), std::ios::binary);
+    f.write(static_cast<const char*>(c.raw_data()), static_cast<std::streamsize>(c.numel() * dtype_size(c.dtype())));
+    shapes.push_back(fmt::format("\"{}\": [{}]", name, fmt::join(c.shape(), ", ")));
+  }
+
+  bool run(const char* mode) {
+    std::ofstream(dir / "meta.json") << "{" << extra << "\"shapes\": {" << fmt::format("{}", fmt::join(shapes, ", "))
+                                     << "}}";
+    const fs::path peer = fs::path(BENCHHOST_SOURCE_DIR) / "tools" / "peers" / "maskrcnn_peer.py";
+    const std::string cmd = fmt::format("{} '{}' {} '{}' 2>&1", python(), peer.string(), mode, dir.string());
+    const int rc = std::system(cmd.c_str());
+    EXPECT_EQ(rc, 0) << cmd;
+    return rc == 0;
+  }
+
+  std::vector<char> bytes(const std::string& name) const {
+    std::ifstream f(dir / (name + ".bin"), std::ios::binary | std::ios::ate);
+    std::vector<char> v(static_cast<std::size_t>(f.tellg()));
+    f.seekg(0);
+    f.read(v.data(), static_cast<std::streamsize>(v.size()));
+    return v;
+  }
+  Tensor floats(const std::string& name, const Shape& shape) const {
+    const auto b = bytes(name);
+    std::vector<float> v(b.size() / 4);
+    std::memcpy(v.data(), b.data(), b.size());
+    return Tensor::from_vector(v, shape);
+  }
+  std::vector<std::int64_t> ints(const std::string& name) const {
+    const auto b = bytes(name);
+    std::vector<std::int64_t> v(b.size() / 8);
+    std::memcpy(v.data(), b.data(), b.size());
+    return v;
+  }
+};
+
+// torchvision.ops.roi_align on the same inputs, forward and backward, NCHW and (transposed)
+// NHWC, legacy (aligned=False, sampling 2, the reference) and the variants.
+TEST(RoIAlignTorchvision, SingleLevelForwardAndBackward) {
+  SKIP_WITHOUT_TORCHVISION();
+  struct Case {
+    std::int64_t pooled;
+    std::int64_t sampling;
+    bool aligned;
+    float scale;
+  };
+  const std::vector<Case> cases = {{7, 2, false, 0.25f}, {14, 2, false, 0.125f}, {5, 0, false, 0.5f}, {7, 2, true, 0.25f}};
+  PeerDir p("roi");  // one peer run for every case (each start of torch costs seconds)
+  const Tensor feat = random_tensor({2, 8, 40, 52}, 90);
+  const Tensor rois = random_rois(64, 2, 200.0f, 150.0f, 91);
+  p.put("features", feat);
+  p.put("rois", rois);
+  std::vector<RoIAlignSpec> specs;
+  std::vector<Tensor> outs, douts;
+  std::vector<std::string> meta;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    RoIAlignSpec spec;
+    spec.pooled_h = spec.pooled_w = c.pooled;
+    spec.sampling_ratio = c.sampling;
+    spec.aligned = c.aligned;
+    spec.spatial_scales = {c.scale};
+    specs.push_back(spec);
+    outs.push_back(roi_align_forward({feat}, rois, Tensor(), spec));
+    douts.push_back(random_tensor(outs.back().shape(), 92 + i));
+    p.put(fmt::format("dout_{}", i), douts.back());
+    meta.push_back(fmt::format("{{\"pooled\": {}, \"scale\": {}, \"sampling_ratio\": {}, \"aligned\": {}}}", c.pooled,
+                               c.scale, c.sampling, c.aligned ? "true" : "false"));
+  }
+  p.extra = fmt::format("\"cases\": [{}], ", fmt::join(meta, ", "));
+  ASSERT_TRUE(p.run("roi_align"));
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    SCOPED_TRACE(fmt::format("pooled {} sampling {} aligned {} scale {}", c.pooled, c.sampling, c.aligned, c.scale));
+    const Tensor& out = outs[i];
+    const Tensor tv_out = p.floats(fmt::format("out_{}", i), out.shape());
+    const Tensor tv_grad = p.floats(fmt::format("dfeatures_{}", i), feat.shape());
+    const Tensor grad = roi_align_backward(douts[i], rois, Tensor(), {feat.shape()}, specs[i])[0];
+    std::printf("[ roi_align vs torchvision ] pooled %lld sampling %lld aligned %d: forward max |diff| %.3g, "
+                "backward max |diff| %.3g\n",
+                static_cast<long long>(c.pooled), static_cast<long long>(c.sampling), c.aligned ? 1 : 0,
+                max_abs_diff(out, tv_out), max_abs_diff(grad, tv_grad));
+    EXPECT_TRUE(tensors_close(out, tv_out, 1e-6, 1e-5));
+    EXPECT_TRUE(tensors_close(grad, tv_grad, 1e-6, 1e-5));
+    RoIAlignSpec last = specs[i];
+    last.channels_last = true;
+    EXPECT_TRUE(tensors_close(to_nchw(roi_align_forward({to_nhwc(feat)}, rois, Tensor(), last)), tv_out, 1e-6, 1e-5));
+    EXPECT_TRUE(tensors_close(
+        to_nchw(roi_align_backward(to_nhwc(douts[i]), rois, Tensor(), {to_nhwc(feat).shape()}, last)[0]), tv_grad, 1e-6,
+        1e-5));
+  }
+}
+
+// torchvision.ops.MultiScaleRoIAlign: its levels (torchvision's mapper convention) equal ours
+// with legacy = false, and pooling with them gives its output and input gradients.
+TEST(RoIAlignTorchvision, MultiScaleRoIAlignForwardAndBackward) {
+  SKIP_WITHOUT_TORCHVISION();
+  PeerDir p("multi");
+  const std::int64_t N = 2, C = 4, image = 256;
+  std::vector<Tensor> feats;
+  std::vector<Shape> shapes;
+  for (std::int64_t l = 0; l < 4; ++l) {
+    const std::int64_t side = image >> (l + 2);
+    feats.push_back(random_tensor({N, C, side, side}, 100 + static_cast<std::uint64_t>(l)));
+    shapes.push_back(feats.back().shape());
+    p.put(fmt::format("features_{}", l), feats.back());
+  }
+  const Tensor rois = random_rois(120, N, 240.0f, 600.0f, 104);
+  RoIAlignSpec spec;  // 7 x 7, sampling 2, legacy
+  spec.spatial_scales = {0.25f, 0.125f, 0.0625f, 0.03125f};
+  LevelMapper tv;
+  tv.legacy = false;
+  const Tensor levels = map_roi_levels(rois, tv);
+  const Tensor out = roi_align_forward(feats, rois, levels, spec);
+  const Tensor dout = random_tensor(out.shape(), 105);
+  p.put("rois", rois);
+  p.put("dout", dout);
+  p.extra = fmt::format("\"levels\": 4, \"pooled_h\": 7, \"pooled_w\": 7, \"sampling_ratio\": 2, "
+                        "\"image_sizes\": [[{0}, {0}], [{0}, {0}]], ",
+                        image);
+  ASSERT_TRUE(p.run("multiscale"));
+  EXPECT_TRUE(tensors_close(p.floats("scales", {4}), Tensor::from_vector(spec.spatial_scales, {4}), 0, 0));
+  const std::vector<std::int64_t> lv = i64_values(levels);
+  EXPECT_EQ(lv, p.ints("levels"));
+  for (std::int64_t l = 0; l < 4; ++l) EXPECT_GT(std::count(lv.begin(), lv.end(), l), 0) << "no RoI on level " << l;
+  EXPECT_TRUE(tensors_close(out, p.floats("out", out.shape()), 1e-6, 1e-5));
+  const auto grads = roi_align_backward(dout, rois, levels, shapes, spec);
+  double worst = 0;
+  for (std::size_t l = 0; l < 4; ++l) {
+    const Tensor g = p.floats(fmt::format("dfeatures_{}", l), shapes[l]);
+    worst = std::max(worst, max_abs_diff(grads[l], g));
+    EXPECT_TRUE(tensors_close(grads[l], g, 1e-6, 1e-5)) << "level " << l;
+  }
+  std::printf("[ MultiScaleRoIAlign ] forward max |diff| %.3g, backward max |diff| %.3g\n",
+              max_abs_diff(out, p.floats("out", out.shape())), worst);
+}
+
+TEST(RoIAlignTorchvision, LegacyLevelMapperMatchesTheReferenceFormula) {
+  SKIP_WITHOUT_TORCHVISION();
+  PeerDir p("levels");
+  Tensor rois = random_rois(2000, 1, 1300.0f, 900.0f, 110);
+  // Boxes on the level boundaries: (with +1) sides 112, 224, 448 and one pixel less.
+  const float sides[] = {111, 112, 223, 224, 447, 448, 895, 896};
+  for (int i = 0; i < 8; ++i) {
+    float* r = rois.data<float>() + 5 * i;
+    r[1] = 3;
+    r[2] = 7;
+    r[3] = 3 + sides[i] - 1;
+    r[4] = 7 + sides[i] - 1;
+  }
+  p.put("rois", rois);
+  p.extra = "\"k_min\": 2, \"k_max\": 5, \"canonical_scale\": 224, \"canonical_level\": 4, \"eps\": 1e-6, ";
+  ASSERT_TRUE(p.run("legacy_levels"));
+  EXPECT_EQ(i64_values(map_roi_levels(rois)), p.ints("levels"));
+}
+
+TEST(MaskRcnnLossesTorch, SmoothL1AndMaskLossMatchAutograd) {
+  SKIP_WITHOUT_TORCHVISION();
+  const std::vector<float> betas = {1.0f / 9.0f, 1.0f};  // the RPN's and the box head's
+  PeerDir p("loss");
+  const Tensor x = random_tensor({300, 4}, 120, -1.0f, 1.0f), t = random_tensor({300, 4}, 121, -1.0f, 1.0f);
+  const std::int64_t R = 37, C = 81, M = 28;
+  const Tensor z = random_tensor({R, C, M, M}, 122, -6.0f, 6.0f);
+  Tensor labels = Tensor::empty({R}, DType::i64);
+  Tensor targets = Tensor::empty({R, M, M});
+  Rng r(123, 1);
+  for (std::int64_t i = 0; i < R; ++i) labels.data<std::int64_t>()[i] = static_cast<std::int64_t>(r.below(C));
+  for (std::int64_t i = 0; i < targets.numel(); ++i) targets.data<float>()[i] = r.uniform(0.0f, 1.0f) < 0.5f ? 1.0f : 0.0f;
+  p.put("input", x);
+  p.put("target", t);
+  p.put("logits", z);
+  p.put("labels", labels);
+  p.put("targets", targets);
+  const float scale = 1.0f / 512.0f;
+  p.extra = fmt::format("\"betas\": [{}], \"scale\": {}, ", fmt::join(betas, ", "), scale);
+  ASSERT_TRUE(p.run("losses"));
+  for (std::size_t i = 0; i < betas.size(); ++i) {
+    SCOPED_TRACE(fmt::format("beta {}", betas[i]));
+    const float ours = smooth_l1_loss_forward(x, t, betas[i], scale);
+    const float ref = p.floats(fmt::format("smooth_{}", i), {1}).data<float>()[0];
+    EXPECT_NEAR(ours, ref, 1e-5 * std::fabs(ours));
+    EXPECT_NEAR(ours, p.floats(fmt::format("smooth_torch_{}", i), {1}).data<float>()[0], 1e-5 * std::fabs(ours));
+    EXPECT_TRUE(tensors_close(smooth_l1_loss_backward(x, t, betas[i], scale), p.floats(fmt::format("dsmooth_{}", i), {300, 4}),
+                              1e-9, 1e-5));
+    std::printf("[ smooth-L1 vs maskrcnn_benchmark's formula in torch ] beta %.4f: %.7g vs %.7g\n", betas[i], ours, ref);
+  }
+  const float mask = mask_bce_loss_forward(z, labels, targets);
+  EXPECT_NEAR(mask, p.floats("mask", {1}).data<float>()[0], 1e-5 * mask);
+  const Tensor dz = mask_bce_loss_backward(z, labels, targets);
+  const Tensor tv = p.floats("dmask", {R, C, M, M});
+  std::printf("[ mask loss vs torch ] %.7g vs %.7g, dlogits max |diff| %.3g\n", mask, p.floats("mask", {1}).data<float>()[0],
+              max_abs_diff(dz, tv));
+  EXPECT_TRUE(tensors_close(dz, tv, 1e-10, 1e-5));
+}
+
+// ============================================================================================
+// CUDA against the CPU
+// ============================================================================================
+
+TEST(MaskRcnnCuda, KernelsMatchTheCpu) {
+  std::string why;
+  if (!device_available(Device::cuda(0), &why)) GTEST_SKIP() << "no CUDA device: " << why;
+  const Device gpu = Device::cuda(0);
+  const Device cpu = Device::cpu();
+  for (bool nhwc : {false, true}) {
+    SCOPED_TRACE(nhwc ? "NHWC" : "NCHW");
+    RoIAlignSpec spec;
+    spec.channels_last = nhwc;
+    spec.spatial_scales = {0.25f, 0.125f, 0.0625f, 0.03125f};
+    std::vector<Tensor> feats, feats_g;
+    std::vector<Shape> shapes;
+    for (std::int64_t l = 0; l < 4; ++l) {
+      const std::int64_t side = 256 >> (l + 2);
+      const Shape s = nhwc ? Shape{2, side, side, 32} : Shape{2, 32, side, side};
+      feats.push_back(random_tensor(s, 130 + static_cast<std::uint64_t>(l)));
+      feats_g.push_back(feats.back().to(gpu));
+      shapes.push_back(s);
+    }
+    const Tensor rois = random_rois(256, 2, 240.0f, 250.0f, 135);
+    const Tensor levels = map_roi_levels(rois);
+    const Tensor out = roi_align_forward(feats, rois, levels, spec);
+    const Tensor out_g = roi_align_forward(feats_g, rois.to(gpu), levels.to(gpu), spec);
+    EXPECT_TRUE(tensors_close(out_g.to(cpu), out, 1e-6, 1e-6));
+    const Tensor dout = random_tensor(out.shape(), 136);
+    const auto g = roi_align_backward(dout, rois, levels, shapes, spec);
+    const auto g_g = roi_align_backward(dout.to(gpu), rois.to(gpu), levels.to(gpu), shapes, spec);
+    for (std::size_t l = 0; l < 4; ++l) EXPECT_TRUE(tensors_close(g_g[l].to(cpu), g[l], 1e-5, 1e-5)) << "level " << l;
+  }
+  const Tensor x = random_tensor({5000, 4}, 137, -1.0f, 1.0f), t = random_tensor({5000, 4}, 138, -1.0f, 1.0f);
+  EXPECT_NEAR(smooth_l1_loss_forward(x.to(gpu), t.to(gpu), 1.0f / 9.0f, 0.01f),
+              smooth_l1_loss_forward(x, t, 1.0f / 9.0f, 0.01f), 1e-5);
+  EXPECT_TRUE(tensors_close(smooth_l1_loss_backward(x.to(gpu), t.to(gpu), 1.0f / 9.0f, 0.01f).to(cpu),
+                            smooth_l1_loss_backward(x, t, 1.0f / 9.0f, 0.01f), 1e-9, 1e-6));
+  const std::int64_t R = 64, C = 81, M = 28;
+  const Tensor z = random_tensor({R, C, M, M}, 139, -6.0f, 6.0f);
+  Tensor labels = Tensor::empty({R}, DType::i64);
+  for (std::int64_t i = 0; i < R; ++i) labels.data<std::int64_t>()[i] = (i * 7) % C;
+  const Tensor targets = random_tensor({R, M, M}, 140, 0.0f, 1.0f);
+  EXPECT_NEAR(mask_bce_loss_forward(z.to(gpu), labels.to(gpu), targets.to(gpu)), mask_bce_loss_forward(z, labels, targets),
+              1e-5);
+  EXPECT_TRUE(tensors_close(mask_bce_loss_backward(z.to(gpu), labels.to(gpu), targets.to(gpu)).to(cpu),
+                            mask_bce_loss_backward(z, labels, targets), 1e-10, 1e-5));
+  Tensor bad = labels.clone();
+  bad.data<std::int64_t>()[3] = C;
+  EXPECT_THROW(mask_bce_loss_forward(z.to(gpu), bad.to(gpu), targets.to(gpu)), DataError);
+}
+
+}  // namespace
+}  // namespace benchhost::nn
