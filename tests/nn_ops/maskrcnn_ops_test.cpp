@@ -226,6 +226,122 @@ TEST(MaskRcnnLosses, MaskLossUsesOnlyTheLabelledChannel) {
 }
 
 // ============================================================================================
+// Proposals and the balanced sampler by hand
+// ============================================================================================
+
+// One level, one anchor per cell on a 1 x 4 grid: logits, deltas and anchors laid out as the RPN
+// head writes them ([N, A, H, W] and [N, 4A, H, W]).
+struct RpnCase {
+  std::vector<Tensor> objectness, deltas, anchors;
+};
+
+RpnCase one_level(const std::vector<float>& logits_per_image, const std::vector<float>& anchor_boxes,
+                  const std::vector<float>& deltas_per_image, std::int64_t images) {
+  const auto W = static_cast<std::int64_t>(anchor_boxes.size() / 4);
+  RpnCase c;
+  c.objectness = {Tensor::from_vector(logits_per_image, {images, 1, 1, W})};
+  // deltas given per image as [W, 4] rows; the head's layout is [N, 4, 1, W].
+  std::vector<float> d(deltas_per_image.size());
+  for (std::int64_t n = 0; n < images; ++n)
+    for (std::int64_t x = 0; x < W; ++x)
+      for (std::int64_t j = 0; j < 4; ++j)
+        d[static_cast<std::size_t>((n * 4 + j) * W + x)] = deltas_per_image[static_cast<std::size_t>((n * W + x) * 4 + j)];
+  c.deltas = {Tensor::from_vector(d, {images, 4, 1, W})};
+  c.anchors = {Tensor::from_vector(anchor_boxes, {W, 4})};
+  return c;
+}
+
+std::vector<float> floats_of(const Tensor& t) { return t.to_float_vector(); }
+
+TEST(MaskRcnnProposals, DecodeClipNmsAndTopN) {
+  // Anchors (legacy +1 widths): 0 and 1 overlap (+1 IoU 0.81), 2 leaves the 100 x 60 image, 3 is tiny.
+  const std::vector<float> anchors = {10, 10, 29, 29, 12, 10, 31, 29, 90, 50, 119, 69, 40, 40, 40.5f, 40.5f};
+  const std::vector<float> logits = {2.0f, 3.0f, 1.0f, 0.5f};
+  std::vector<float> deltas(16, 0.0f);
+  deltas[4 * 3 + 0] = 0.5f;  // anchor 3 (+1 width 1.5, centre 40.75) moves right by 0.75
+  const RpnCase c = one_level(logits, anchors, deltas, 1);
+  ProposalSpec spec;
+  spec.training = false;
+  const auto p = generate_proposals(c.objectness, c.deltas, c.anchors, {{60, 100}}, {}, spec);
+  ASSERT_EQ(p.size(), 1u);
+  // Anchor 1 (best) suppresses anchor 0; anchor 2 is clipped to x <= 99, y <= 59; anchor 3 decoded.
+  const float s1 = 1.0f / (1.0f + std::exp(-3.0f)), s2 = 1.0f / (1.0f + std::exp(-1.0f)),
+              s3 = 1.0f / (1.0f + std::exp(-0.5f));
+  EXPECT_EQ(floats_of(p[0].objectness), (std::vector<float>{s1, s2, s3}));
+  EXPECT_EQ(floats_of(p[0].boxes), (std::vector<float>{12, 10, 31, 29, 90, 50, 99, 59, 40.75f, 40, 41.25f, 40.5f}));
+  // min_size 2 removes the tiny box (+1 width 1.5), a looser NMS keeps anchor 0.
+  spec.min_size = 2.0f;
+  spec.nms_thresh = 0.9f;
+  const auto q = generate_proposals(c.objectness, c.deltas, c.anchors, {{60, 100}}, {}, spec);
+  EXPECT_EQ(q[0].objectness.numel(), 3);
+  // pre_nms_top_n 2 looks at anchors 1 and 0 only; post_nms_top_n 1 keeps the best after NMS.
+  spec = ProposalSpec{};
+  spec.training = false;
+  spec.pre_nms_top_n = 2;
+  spec.nms_thresh = 0.9f;
+  EXPECT_EQ(generate_proposals(c.objectness, c.deltas, c.anchors, {{60, 100}}, {}, spec)[0].objectness.numel(), 2);
+  spec.post_nms_top_n = 1;
+  EXPECT_EQ(floats_of(generate_proposals(c.objectness, c.deltas, c.anchors, {{60, 100}}, {}, spec)[0].boxes),
+            (std::vector<float>{12, 10, 31, 29}));
+  // dw beyond log(1000/16) is clamped: a 20-pixel anchor (centre 22) grows at most 62.5 times,
+  // to x2 = 22 + 625 - 1 (x1 = 22 - 625 is clipped to 0).
+  std::vector<float> big(16, 0.0f);
+  big[4 * 1 + 2] = 10.0f;
+  const RpnCase g = one_level(logits, anchors, big, 1);
+  const auto r = generate_proposals(g.objectness, g.deltas, g.anchors, {{10000, 10000}}, {}, ProposalSpec{2000, 2000, 2000, 0.7f, 0.0f, false});
+  EXPECT_NEAR(floats_of(r[0].boxes)[2], 646.0f, 1e-3);
+  EXPECT_EQ(floats_of(r[0].boxes)[0], 0.0f);
+}
+
+TEST(MaskRcnnProposals, TrainingTakesTopNOverTheBatchAndAppendsGroundTruth) {
+  // Two images, four disjoint anchors; image 0's scores all beat image 1's.
+  const std::vector<float> anchors = {0, 0, 9, 9, 20, 0, 29, 9, 40, 0, 49, 9, 60, 0, 69, 9};
+  const std::vector<float> logits = {4, 6, 5, 3, /* image 1 */ 1, 2, -1, 0};
+  const RpnCase c = one_level(logits, anchors, std::vector<float>(32, 0.0f), 2);
+  const Tensor gt0 = Tensor::from_vector({1, 2, 3, 4}, {1, 4});
+  const Tensor gt1 = Tensor::from_vector({5, 6, 7, 8, 9, 10, 11, 12}, {2, 4});
+  ProposalSpec spec;
+  spec.fpn_post_nms_top_n = 5;
+  const auto p = generate_proposals(c.objectness, c.deltas, c.anchors, {{100, 100}, {100, 100}}, {gt0, gt1}, spec);
+  // Image 0 keeps all four in NMS order (by score), image 1 its best one; then the ground truth.
+  const auto sig = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
+  EXPECT_EQ(floats_of(p[0].objectness), (std::vector<float>{sig(6), sig(5), sig(4), sig(3), 1.0f}));
+  EXPECT_EQ(floats_of(p[1].objectness), (std::vector<float>{sig(2), 1.0f, 1.0f}));
+  EXPECT_EQ(floats_of(p[1].boxes), (std::vector<float>{20, 0, 29, 9, 5, 6, 7, 8, 9, 10, 11, 12}));
+  // Test mode: the best 2 per image, no ground truth.
+  spec.training = false;
+  spec.fpn_post_nms_top_n = 2;
+  const auto t = generate_proposals(c.objectness, c.deltas, c.anchors, {{100, 100}, {100, 100}}, {gt0, gt1}, spec);
+  EXPECT_EQ(floats_of(t[1].objectness), (std::vector<float>{sig(2), sig(1)}));
+  EXPECT_EQ(floats_of(t[0].boxes), (std::vector<float>{20, 0, 29, 9, 40, 0, 49, 9}));
+}
+
+TEST(MaskRcnnSampler, BalancedCountsSubsetsAndSeeds) {
+  // 10 positives (labels 1 and 2), 100 negatives, 30 ignored.
+  std::vector<std::int64_t> labels;
+  for (int i = 0; i < 140; ++i) labels.push_back(i < 10 ? 1 + i % 2 : (i < 110 ? 0 : -1));
+  const Tensor l = Tensor::from_vector_i64(labels, {140});
+  const BalancedSample s = balanced_sample(l, 64, 0.25f, 7);
+  EXPECT_EQ(s.positive.numel(), 10);  // min(10, 16)
+  EXPECT_EQ(s.negative.numel(), 54);  // 64 - 10
+  for (std::int64_t i : i64_values(s.positive)) EXPECT_GE(labels[static_cast<std::size_t>(i)], 1);
+  auto neg = i64_values(s.negative);
+  for (std::int64_t i : neg) EXPECT_EQ(labels[static_cast<std::size_t>(i)], 0);
+  std::sort(neg.begin(), neg.end());
+  EXPECT_EQ(std::unique(neg.begin(), neg.end()), neg.end()) << "a negative drawn twice";
+  EXPECT_EQ(i64_values(balanced_sample(l, 64, 0.25f, 7).negative), i64_values(s.negative));
+  EXPECT_NE(i64_values(balanced_sample(l, 64, 0.25f, 8).negative), i64_values(s.negative));
+  EXPECT_EQ(balanced_sample(l, 8, 0.5f, 1).positive.numel(), 4);
+  EXPECT_EQ(balanced_sample(l, 512, 0.25f, 1).negative.numel(), 100);  // fewer negatives than asked
+  // Uniform: over 2000 draws of 4 of the 10 positives each is picked about 800 times.
+  std::vector<int> hits(10, 0);
+  for (std::uint64_t seed = 0; seed < 2000; ++seed)
+    for (std::int64_t i : i64_values(balanced_sample(l, 16, 0.25f, seed).positive)) ++hits[static_cast<std::size_t>(i)];
+  for (int h : hits) EXPECT_NEAR(h, 800, 120);
+  EXPECT_THROW(balanced_sample(l, 64, 1.5f, 1), InvalidArgument);
+}
+
+// ============================================================================================
 // torchvision and PyTorch autograd (tools/peers/maskrcnn_peer.py)
 // ============================================================================================
 
@@ -408,6 +524,35 @@ TEST(RoIAlignTorchvision, LegacyLevelMapperMatchesTheReferenceFormula) {
   p.extra = "\"k_min\": 2, \"k_max\": 5, \"canonical_scale\": 224, \"canonical_level\": 4, \"eps\": 1e-6, ";
   ASSERT_TRUE(p.run("legacy_levels"));
   EXPECT_EQ(i64_values(map_roi_levels(rois)), p.ints("levels"));
+}
+
+// The reference's +1 NMS equals torchvision.ops.nms on boxes widened by one pixel (boxes on a
+// half-pixel grid so that both sides compute the same areas exactly).
+TEST(MaskRcnnProposalsTorchvision, LegacyNmsMatchesTorchvisionOnWidenedBoxes) {
+  SKIP_WITHOUT_TORCHVISION();
+  PeerDir p("nms");
+  const std::int64_t n = 3000;
+  Tensor boxes = random_rois(n, 1, 400.0f, 120.0f, 150).reshape({n, 5});
+  std::vector<float> b;
+  for (std::int64_t i = 0; i < n; ++i)
+    for (int j = 1; j < 5; ++j) b.push_back(std::round(boxes.data<float>()[5 * i + j] * 2.0f) / 2.0f);
+  const Tensor bx = Tensor::from_vector(b, {n, 4});
+  Tensor scores = random_tensor({n}, 151, 0.0f, 1.0f);
+  for (std::int64_t i = 0; i < n; ++i) scores.data<float>()[i] = std::round(scores.data<float>()[i] * 64.0f) / 64.0f;
+  p.put("boxes", bx);
+  p.put("scores", scores);
+  p.extra = "\"threshold\": 0.7, ";
+  ASSERT_TRUE(p.run("nms"));
+  const std::vector<std::int64_t> ours = i64_values(nms_legacy(bx, scores, 0.7f));
+  // torchvision's sort is not stable: compare the kept sets and the score order.
+  std::vector<std::int64_t> tv = p.ints("keep");
+  EXPECT_EQ(ours.size(), tv.size());
+  std::vector<std::int64_t> a = ours, c = tv;
+  std::sort(a.begin(), a.end());
+  std::sort(c.begin(), c.end());
+  EXPECT_EQ(a, c);
+  std::printf("[ nms_legacy vs torchvision.ops.nms(+1) ] %zu of %lld boxes kept by both\n", ours.size(),
+              static_cast<long long>(n));
 }
 
 TEST(MaskRcnnLossesTorch, SmoothL1AndMaskLossMatchAutograd) {

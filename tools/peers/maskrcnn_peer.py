@@ -16,6 +16,8 @@ named in meta.json); outputs are written to DIR as raw arrays too. Modes:
                 its output and input gradients for `dout`     -> levels, out, dfeatures_<l>
     legacy_levels  maskrcnn_benchmark's LevelMapper (poolers.py) written as there, in torch:
                 floor(lvl0 + log2(sqrt(area with +1) / s0 + eps)), clamped, minus k_min -> levels
+    nms         torchvision.ops.nms(boxes + [0, 0, 1, 1], scores, threshold): the reference's +1
+                NMS through torchvision                                        -> keep
     losses      for each of meta's betas i: maskrcnn_benchmark's smooth_l1_loss
                 (layers/smooth_l1_loss.py, as there) and torch.nn.functional.smooth_l1_loss(
                 reduction="sum", beta), times scale; the mask loss
@@ -129,7 +131,14 @@ def mode_losses(d, meta):
     save(d, "dmask", z.grad)
 
 
-MODES = {"roi_align": mode_roi_align, "multiscale": mode_multiscale, "legacy_levels": mode_legacy_levels,
+def mode_nms(d, meta):
+    # torchvision's nms has no +1: widening every box by one pixel gives the reference's +1 areas.
+    boxes, scores = load(d, meta, "boxes"), load(d, meta, "scores")
+    widened = boxes + torch.tensor([0.0, 0.0, 1.0, 1.0])
+    save(d, "keep", torchvision.ops.nms(widened, scores, meta["threshold"]))
+
+
+MODES = {"nms": mode_nms, "roi_align": mode_roi_align, "multiscale": mode_multiscale, "legacy_levels": mode_legacy_levels,
          "losses": mode_losses}
 
 

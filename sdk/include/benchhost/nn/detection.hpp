@@ -251,4 +251,70 @@ float mask_bce_loss_forward(const Tensor& logits, const Tensor& labels, const Te
 /// labelled channel, zero on the others. Op "mask_bce_loss_backward".
 Tensor mask_bce_loss_backward(const Tensor& logits, const Tensor& labels, const Tensor& targets, float dloss = 1.0f);
 
+// ============================================================================================
+// Mask R-CNN: proposals and the balanced sampler (host code)
+// ============================================================================================
+//
+// Note [Legacy box convention]
+// maskrcnn_benchmark (and Detectron before it) treats box corners as pixel indices: a box's
+// width is x2 - x1 + 1 (its TO_REMOVE = 1). Its BoxCoder decodes to (cx - w/2, cy - h/2, cx + w/2
+// - 1, cy + h/2 - 1) from anchors of width x2 - x1 + 1 (dw, dh clamped at log(1000/16)), its NMS
+// computes areas and intersections with the +1 (and, in the CUDA kernel MLPerf's GPU runs use,
+// suppresses IoU > threshold), clip_to_image clamps x to [0, w - 1] and y to [0, h - 1], and
+// remove_small_boxes keeps boxes whose +1 width and height are >= min_size. torchvision has none
+// of the +1s (its functions above).
+
+/// torchvision-convention nms() with maskrcnn_benchmark's +1 areas (Note [Legacy box convention]):
+/// kept indices, i64 [D] on the CPU, by score (descending, ties in index order); a box is
+/// suppressed by a kept one when their +1 IoU exceeds iou_threshold.
+Tensor nms_legacy(const Tensor& boxes, const Tensor& scores, float iou_threshold);
+
+/// maskrcnn_benchmark's RPNPostProcessor settings (FPN): per level the pre_nms_top_n best anchors
+/// by sigmoid objectness, decoded, clipped, small boxes removed, NMS at nms_thresh, at most
+/// post_nms_top_n kept per level; then over all levels: in training the fpn_post_nms_top_n best
+/// over the whole batch (MLPerf's reference behaviour, FPN_POST_NMS_PER_BATCH), kept in their
+/// level order, and the ground-truth boxes appended (objectness 1); in test the
+/// fpn_post_nms_top_n best per image, sorted by objectness.
+struct ProposalSpec {
+  std::int64_t pre_nms_top_n = 2000;
+  std::int64_t post_nms_top_n = 2000;
+  std::int64_t fpn_post_nms_top_n = 2000;
+  float nms_thresh = 0.7f;
+  float min_size = 0.0f;
+  bool training = true;
+};
+
+/// The proposals of one image, on the CPU.
+struct Proposals {
+  Tensor boxes;       ///< f32 [P, 4] xyxy, legacy convention
+  Tensor objectness;  ///< f32 [P] sigmoid objectness (1 for appended ground truth)
+};
+
+/// RPN proposals for a batch (maskrcnn_benchmark RPNPostProcessor.forward with FPN). Per level
+/// l: objectness [N, A_l, H_l, W_l] logits, deltas [N, 4 A_l, H_l, W_l] (anchor-major channels,
+/// dx dy dw dh per anchor), anchors f32 [H_l W_l A_l, 4] in (y, x, anchor) order (the same for
+/// every image; legacy convention). image_sizes[n] = (height, width) of image n before padding.
+/// gt_boxes: per image f32 [G, 4], appended in training (may be empty: nothing appended).
+/// Host code: CUDA inputs are copied to the host. Box coder weights (1, 1, 1, 1). Throws
+/// InvalidArgument on inconsistent shapes.
+std::vector<Proposals> generate_proposals(const std::vector<Tensor>& objectness, const std::vector<Tensor>& deltas,
+                                          const std::vector<Tensor>& anchors,
+                                          const std::vector<std::pair<std::int64_t, std::int64_t>>& image_sizes,
+                                          const std::vector<Tensor>& gt_boxes, const ProposalSpec& spec);
+
+/// Indices chosen by balanced_sample, i64 on the CPU.
+struct BalancedSample {
+  Tensor positive;  ///< i64 [P], in the order drawn
+  Tensor negative;  ///< i64 [Q], in the order drawn
+};
+
+/// maskrcnn_benchmark's BalancedPositiveNegativeSampler for one image: labels i64 [A] with
+/// >= 1 positive, 0 negative, < 0 ignored. Takes min(#positive, int(batch_size_per_image *
+/// positive_fraction)) positives and min(#negative, batch_size_per_image - that) negatives, each
+/// a uniformly random subset drawn by a partial Fisher-Yates shuffle from Rng(seed, stream)
+/// (the reference's randperm()[:n]; the same seed and stream give the same draw). Throws
+/// InvalidArgument for a negative batch size or a fraction outside [0, 1].
+BalancedSample balanced_sample(const Tensor& labels, std::int64_t batch_size_per_image, float positive_fraction,
+                               std::uint64_t seed, std::uint64_t stream = 0);
+
 }  // namespace benchhost::nn

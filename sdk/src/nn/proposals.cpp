@@ -1,0 +1,239 @@
+// Mask R-CNN's RPN proposals and the balanced positive/negative sampler (nn/detection.hpp), host
+// code in maskrcnn_benchmark's conventions (Note [Legacy box convention]).
+//
+// Note [Proposals on the host]
+// Proposal generation runs once per step on at most pre_nms_top_n * levels * images boxes
+// (2000 * 5 * 2 in MLPerf's runs): after a top-k the work is the NMS sweep, which is host code
+// here as in nn/detection.cpp's Note [Host-side NMS]. CUDA heads are copied to the host. Every
+// sort is stable (ties in index order) where torch's topk and sort leave ties unspecified, so
+// the proposals are deterministic; arithmetic is f32 in the reference's order of operations.
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "benchhost/error.hpp"
+#include "benchhost/nn/detection.hpp"
+#include "benchhost/random.hpp"
+
+namespace benchhost::nn {
+
+namespace {
+
+Tensor host_f32(const Tensor& t) {
+  Tensor h = t.device().is_cpu() ? t.contiguous() : t.to(Device::cpu()).contiguous();
+  return h.dtype() == DType::f32 ? h : h.to(DType::f32);
+}
+
+// Indices 0..n-1 with the k highest values first (descending, ties by index), truncated to k.
+std::vector<std::int64_t> top_k(const float* v, std::int64_t n, std::int64_t k) {
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), std::int64_t{0});
+  const auto take = static_cast<std::ptrdiff_t>(std::min(n, std::max<std::int64_t>(k, 0)));
+  std::partial_sort(order.begin(), order.begin() + take, order.end(),
+                    [&](std::int64_t i, std::int64_t j) { return v[i] > v[j] || (v[i] == v[j] && i < j); });
+  order.resize(static_cast<std::size_t>(take));
+  return order;
+}
+
+// Greedy NMS with +1 areas (maskrcnn_benchmark's CUDA kernel: suppress IoU > threshold, f32).
+std::vector<std::int64_t> nms_plus_one(const float* b, const float* scores, std::int64_t n, float threshold) {
+  const std::vector<std::int64_t> order = top_k(scores, n, n);
+  std::vector<float> area(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    area[static_cast<std::size_t>(i)] = (b[4 * i + 2] - b[4 * i] + 1) * (b[4 * i + 3] - b[4 * i + 1] + 1);
+  std::vector<char> suppressed(static_cast<std::size_t>(n), 0);
+  std::vector<std::int64_t> keep;
+  for (std::size_t oi = 0; oi < order.size(); ++oi) {
+    const std::int64_t i = order[oi];
+    if (suppressed[static_cast<std::size_t>(i)]) continue;
+    keep.push_back(i);
+    const float* p = b + 4 * i;
+    for (std::size_t oj = oi + 1; oj < order.size(); ++oj) {
+      const std::int64_t j = order[oj];
+      if (suppressed[static_cast<std::size_t>(j)]) continue;
+      const float* q = b + 4 * j;
+      const float w = std::max(std::min(p[2], q[2]) - std::max(p[0], q[0]) + 1, 0.0f);
+      const float h = std::max(std::min(p[3], q[3]) - std::max(p[1], q[1]) + 1, 0.0f);
+      const float inter = w * h;
+      if (inter / (area[static_cast<std::size_t>(i)] + area[static_cast<std::size_t>(j)] - inter) > threshold)
+        suppressed[static_cast<std::size_t>(j)] = 1;
+    }
+  }
+  return keep;
+}
+
+// maskrcnn_benchmark BoxCoder.decode with weights (1, 1, 1, 1) and the +1 convention.
+void decode_legacy(const float* d, const float* a, float clip, float* out) {
+  const float w = a[2] - a[0] + 1, h = a[3] - a[1] + 1;
+  const float cx = a[0] + 0.5f * w, cy = a[1] + 0.5f * h;
+  const float px = d[0] * w + cx, py = d[1] * h + cy;
+  const float pw = std::exp(std::min(d[2], clip)) * w, ph = std::exp(std::min(d[3], clip)) * h;
+  out[0] = px - 0.5f * pw;
+  out[1] = py - 0.5f * ph;
+  out[2] = px + 0.5f * pw - 1;
+  out[3] = py + 0.5f * ph - 1;
+}
+
+struct Candidates {
+  std::vector<float> boxes, scores;
+};
+
+}  // namespace
+
+Tensor nms_legacy(const Tensor& boxes, const Tensor& scores, float iou_threshold) {
+  const char* op = "nms_legacy";
+  BH_CHECK_AS(InvalidArgument, boxes.defined() && boxes.dim() == 2 && boxes.size(1) == 4 && boxes.dtype() == DType::f32,
+              "{}: boxes must be f32 [N, 4], got {}", op, boxes.defined() ? boxes.describe() : std::string("undefined"));
+  BH_CHECK_AS(InvalidArgument,
+              scores.defined() && scores.dtype() == DType::f32 && scores.dim() == 1 && scores.size(0) == boxes.size(0),
+              "{}: scores must be f32 [{}], got {}", op, boxes.size(0),
+              scores.defined() ? scores.describe() : std::string("undefined"));
+  BH_CHECK_AS(InvalidArgument, !std::isnan(iou_threshold), "{}: the IoU threshold is NaN", op);
+  const Tensor b = host_f32(boxes), s = host_f32(scores);
+  const std::vector<std::int64_t> keep = nms_plus_one(b.data<float>(), s.data<float>(), b.size(0), iou_threshold);
+  return Tensor::from_vector_i64(keep, {static_cast<std::int64_t>(keep.size())});
+}
+
+std::vector<Proposals> generate_proposals(const std::vector<Tensor>& objectness, const std::vector<Tensor>& deltas,
+                                          const std::vector<Tensor>& anchors,
+                                          const std::vector<std::pair<std::int64_t, std::int64_t>>& image_sizes,
+                                          const std::vector<Tensor>& gt_boxes, const ProposalSpec& spec) {
+  const char* op = "generate_proposals";
+  const std::size_t L = objectness.size();
+  const auto N = static_cast<std::int64_t>(image_sizes.size());
+  BH_CHECK_AS(InvalidArgument, L >= 1 && deltas.size() == L && anchors.size() == L,
+              "{}: {} objectness, {} deltas and {} anchor levels (must be equal and non-zero)", op, L, deltas.size(),
+              anchors.size());
+  BH_CHECK_AS(InvalidArgument, gt_boxes.empty() || static_cast<std::int64_t>(gt_boxes.size()) == N,
+              "{}: {} ground-truth lists for {} images (one per image, or none)", op, gt_boxes.size(), N);
+  BH_CHECK_AS(InvalidArgument, spec.pre_nms_top_n >= 0 && spec.post_nms_top_n >= 0 && spec.fpn_post_nms_top_n >= 0,
+              "{}: top-n counts must be non-negative ({}, {}, {})", op, spec.pre_nms_top_n, spec.post_nms_top_n,
+              spec.fpn_post_nms_top_n);
+  const float clip = static_cast<float>(std::log(1000.0 / 16.0));
+  std::vector<Candidates> per_image(static_cast<std::size_t>(N));
+  for (std::size_t l = 0; l < L; ++l) {
+    const Tensor o = host_f32(objectness[l]), d = host_f32(deltas[l]), a = host_f32(anchors[l]);
+    BH_CHECK_AS(InvalidArgument, o.dim() == 4 && o.size(0) == N,
+                "{}: level {} objectness must be [{}, A, H, W] (one row per image), got {}", op, l, N,
+                shape_str(o.shape()));
+    const std::int64_t A = o.size(1), H = o.size(2), W = o.size(3), count = A * H * W;
+    BH_CHECK_AS(InvalidArgument, d.shape() == (Shape{N, 4 * A, H, W}) && a.shape() == (Shape{count, 4}),
+                "{}: level {}: objectness {} needs deltas [{}, {}, {}, {}] and anchors [{}, 4], got {} and {}", op, l,
+                shape_str(o.shape()), N, 4 * A, H, W, count, shape_str(d.shape()), shape_str(a.shape()));
+    std::vector<float> score(static_cast<std::size_t>(count));
+    for (std::int64_t n = 0; n < N; ++n) {
+      const auto [im_h, im_w] = image_sizes[static_cast<std::size_t>(n)];
+      // permute_and_flatten: (y, x, anchor) order, then the sigmoid.
+      const float* on = o.data<float>() + n * count;
+      for (std::int64_t y = 0; y < H; ++y)
+        for (std::int64_t x = 0; x < W; ++x)
+          for (std::int64_t k = 0; k < A; ++k)
+            score[static_cast<std::size_t>((y * W + x) * A + k)] = 1.0f / (1.0f + std::exp(-on[(k * H + y) * W + x]));
+      const std::vector<std::int64_t> top = top_k(score.data(), count, spec.pre_nms_top_n);
+      std::vector<float> boxes, scores;
+      const float* dn = d.data<float>() + n * 4 * count;
+      const float max_x = static_cast<float>(im_w - 1), max_y = static_cast<float>(im_h - 1);
+      for (std::int64_t i : top) {
+        const std::int64_t k = i % A, cell = i / A;
+        const float de[4] = {dn[(4 * k) * H * W + cell], dn[(4 * k + 1) * H * W + cell], dn[(4 * k + 2) * H * W + cell],
+                             dn[(4 * k + 3) * H * W + cell]};
+        float b[4];
+        decode_legacy(de, a.data<float>() + 4 * i, clip, b);
+        // clip_to_image(remove_empty=False), then remove_small_boxes(min_size).
+        b[0] = std::min(std::max(b[0], 0.0f), max_x);
+        b[1] = std::min(std::max(b[1], 0.0f), max_y);
+        b[2] = std::min(std::max(b[2], 0.0f), max_x);
+        b[3] = std::min(std::max(b[3], 0.0f), max_y);
+        if (!(b[2] - b[0] + 1 >= spec.min_size && b[3] - b[1] + 1 >= spec.min_size)) continue;
+        boxes.insert(boxes.end(), b, b + 4);
+        scores.push_back(score[static_cast<std::size_t>(i)]);
+      }
+      std::vector<std::int64_t> keep =
+          nms_plus_one(boxes.data(), scores.data(), static_cast<std::int64_t>(scores.size()), spec.nms_thresh);
+      if (static_cast<std::int64_t>(keep.size()) > spec.post_nms_top_n) keep.resize(static_cast<std::size_t>(spec.post_nms_top_n));
+      Candidates& c = per_image[static_cast<std::size_t>(n)];
+      for (std::int64_t i : keep) {
+        c.boxes.insert(c.boxes.end(), boxes.begin() + 4 * i, boxes.begin() + 4 * i + 4);
+        c.scores.push_back(scores[static_cast<std::size_t>(i)]);
+      }
+    }
+  }
+  // select_over_all_levels.
+  std::vector<std::vector<std::int64_t>> chosen(static_cast<std::size_t>(N));
+  if (spec.training) {
+    std::vector<float> all;
+    std::vector<std::pair<std::int64_t, std::int64_t>> where;  // (image, index)
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::size_t i = 0; i < per_image[static_cast<std::size_t>(n)].scores.size(); ++i) {
+        all.push_back(per_image[static_cast<std::size_t>(n)].scores[i]);
+        where.emplace_back(n, static_cast<std::int64_t>(i));
+      }
+    std::vector<std::int64_t> top = top_k(all.data(), static_cast<std::int64_t>(all.size()), spec.fpn_post_nms_top_n);
+    std::sort(top.begin(), top.end());  // the reference keeps a mask: the original order survives
+    for (std::int64_t t : top) chosen[static_cast<std::size_t>(where[static_cast<std::size_t>(t)].first)].push_back(
+        where[static_cast<std::size_t>(t)].second);
+  } else {
+    for (std::int64_t n = 0; n < N; ++n) {
+      const Candidates& c = per_image[static_cast<std::size_t>(n)];
+      chosen[static_cast<std::size_t>(n)] =
+          top_k(c.scores.data(), static_cast<std::int64_t>(c.scores.size()), spec.fpn_post_nms_top_n);
+    }
+  }
+  std::vector<Proposals> out;
+  for (std::int64_t n = 0; n < N; ++n) {
+    const Candidates& c = per_image[static_cast<std::size_t>(n)];
+    std::vector<float> boxes, scores;
+    for (std::int64_t i : chosen[static_cast<std::size_t>(n)]) {
+      boxes.insert(boxes.end(), c.boxes.begin() + 4 * i, c.boxes.begin() + 4 * i + 4);
+      scores.push_back(c.scores[static_cast<std::size_t>(i)]);
+    }
+    if (spec.training && !gt_boxes.empty()) {
+      const Tensor g = host_f32(gt_boxes[static_cast<std::size_t>(n)]);
+      BH_CHECK_AS(InvalidArgument, g.numel() == 0 || (g.dim() == 2 && g.size(1) == 4),
+                  "{}: ground truth of image {} must be [G, 4], got {}", op, n, shape_str(g.shape()));
+      boxes.insert(boxes.end(), g.data<float>(), g.data<float>() + g.numel());
+      scores.insert(scores.end(), static_cast<std::size_t>(g.numel() / 4), 1.0f);
+    }
+    const auto P = static_cast<std::int64_t>(scores.size());
+    out.push_back(Proposals{Tensor::from_vector(boxes, {P, 4}), Tensor::from_vector(scores, {P})});
+  }
+  return out;
+}
+
+BalancedSample balanced_sample(const Tensor& labels, std::int64_t batch_size_per_image, float positive_fraction,
+                               std::uint64_t seed, std::uint64_t stream) {
+  const char* op = "balanced_sample";
+  BH_CHECK_AS(InvalidArgument, labels.defined() && labels.dtype() == DType::i64 && labels.dim() == 1,
+              "{}: labels must be i64 [A] (>= 1 positive, 0 negative, < 0 ignored), got {}", op,
+              labels.defined() ? labels.describe() : std::string("undefined"));
+  BH_CHECK_AS(InvalidArgument, batch_size_per_image >= 0 && positive_fraction >= 0 && positive_fraction <= 1,
+              "{}: batch size {} must be >= 0 and the positive fraction {} in [0, 1]", op, batch_size_per_image,
+              positive_fraction);
+  const Tensor h = labels.device().is_cpu() ? labels.contiguous() : labels.to(Device::cpu()).contiguous();
+  std::vector<std::int64_t> pos, neg;
+  const std::int64_t* l = h.data<std::int64_t>();
+  for (std::int64_t i = 0; i < h.numel(); ++i) {
+    if (l[i] >= 1) pos.push_back(i);
+    else if (l[i] == 0) neg.push_back(i);
+  }
+  // int(batch * fraction) as the reference computes it (Python float product, truncated).
+  const auto want_pos = static_cast<std::int64_t>(static_cast<double>(batch_size_per_image) * positive_fraction);
+  const std::int64_t num_pos = std::min<std::int64_t>(static_cast<std::int64_t>(pos.size()), want_pos);
+  const std::int64_t num_neg = std::min<std::int64_t>(static_cast<std::int64_t>(neg.size()), batch_size_per_image - num_pos);
+  Rng rng(seed, stream);
+  auto draw = [&](std::vector<std::int64_t>& v, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto j = i + static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(static_cast<std::int64_t>(v.size()) - i)));
+      std::swap(v[static_cast<std::size_t>(i)], v[static_cast<std::size_t>(j)]);
+    }
+    v.resize(static_cast<std::size_t>(n));
+    return Tensor::from_vector_i64(v, {n});
+  };
+  BalancedSample s;
+  s.positive = draw(pos, num_pos);
+  s.negative = draw(neg, num_neg);
+  return s;
+}
+
+}  // namespace benchhost::nn
