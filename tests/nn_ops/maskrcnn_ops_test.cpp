@@ -342,6 +342,119 @@ TEST(MaskRcnnSampler, BalancedCountsSubsetsAndSeeds) {
 }
 
 // ============================================================================================
+// Masks: polygons, RLE, paste (hand-built cases; pycocotools semantics, Note [COCO RLE])
+// ============================================================================================
+
+// The pixels of a u8 [H, W] mask as "x,y" strings, for readable failures.
+std::vector<std::pair<std::int64_t, std::int64_t>> pixels(const Tensor& m) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> v;
+  for (std::int64_t y = 0; y < m.size(0); ++y)
+    for (std::int64_t x = 0; x < m.size(1); ++x)
+      if (m.data<std::uint8_t>()[y * m.size(1) + x]) v.emplace_back(x, y);
+  return v;
+}
+
+TEST(MaskRle, SquarePolygonCountsAndString) {
+  // The square (1, 1)-(4, 4) in a 6 x 6 image covers the pixels whose centres are inside:
+  // columns and rows 1..3. Column-major runs: 7 zeros, then 3 ones / 3 zeros alternating, 14 zeros.
+  const Rle r = rle_from_polygon({1, 1, 4, 1, 4, 4, 1, 4}, 6, 6);
+  EXPECT_EQ(r.counts, (std::vector<std::uint32_t>{7, 3, 3, 3, 3, 3, 14}));
+  EXPECT_EQ(rle_area(r), 9u);
+  const Tensor m = rle_decode(r);
+  std::vector<std::pair<std::int64_t, std::int64_t>> want;
+  for (std::int64_t y = 1; y <= 3; ++y)
+    for (std::int64_t x = 1; x <= 3; ++x) want.emplace_back(x, y);
+  EXPECT_EQ(pixels(m), want);
+  EXPECT_EQ(rle_encode(m).counts, r.counts);
+  // Compressed: counts from the fourth on as differences to the count two before (3-3, 3-3,
+  // 3-3, 14-3): "7", "3", "3", "0", "0", "0", ";" (11 + 48).
+  EXPECT_EQ(rle_to_string(r), "733000;");
+  EXPECT_EQ(rle_from_string("733000;", 6, 6).counts, r.counts);
+  // The same square given clockwise, or starting at another vertex, is the same mask.
+  EXPECT_EQ(rle_from_polygon({4, 4, 4, 1, 1, 1, 1, 4}, 6, 6).counts, r.counts);
+}
+
+TEST(MaskRle, TrianglePolygon) {
+  // (0, 0), (8, 0), (0, 4): inside where x + 2y < 8 at pixel centres, x + 2y <= 6 for pixel (x, y);
+  // the hypotenuse is at least a quarter pixel from every centre (vertically), more than the
+  // 1/5-pixel grid can move it. Rows: 7, 5, 3 and 1 pixels.
+  const Tensor m = rle_decode(rle_from_polygon({0, 0, 8, 0, 0, 4}, 6, 10));
+  std::vector<std::pair<std::int64_t, std::int64_t>> want;
+  for (std::int64_t y = 0; y < 6; ++y)
+    for (std::int64_t x = 0; x < 10; ++x)
+      if (x + 2 * y <= 6) want.emplace_back(x, y);
+  EXPECT_EQ(pixels(m), want);
+  EXPECT_EQ(want.size(), 16u);
+  // Clipped at the image border: the same triangle shifted 3 pixels left keeps its columns >= 0.
+  const Tensor c = rle_decode(rle_from_polygon({-3, 0, 5, 0, -3, 4}, 6, 10));
+  std::vector<std::pair<std::int64_t, std::int64_t>> want_c;
+  for (std::int64_t y = 0; y < 6; ++y)
+    for (std::int64_t x = 0; x < 10; ++x)
+      if (x + 3 + 2 * y <= 6) want_c.emplace_back(x, y);
+  EXPECT_EQ(pixels(c), want_c);
+}
+
+TEST(MaskRle, MultiPartPolygonsAreOred) {
+  // Two squares overlapping in pixel (3, 3), and a separate 1 x 2 rectangle: 9 + 9 - 1 + 2 pixels.
+  const Rle r = rle_from_polygons({{1, 1, 4, 1, 4, 4, 1, 4}, {3, 3, 6, 3, 6, 6, 3, 6}, {7, 0, 8, 0, 8, 2, 7, 2}}, 8, 9);
+  EXPECT_EQ(rle_area(r), 19u);
+  const Tensor m = rle_decode(r);
+  for (auto [x, y] : std::vector<std::pair<int, int>>{{1, 1}, {3, 3}, {5, 5}, {7, 0}, {7, 1}})
+    EXPECT_EQ(m.data<std::uint8_t>()[y * 9 + x], 1) << x << "," << y;
+  for (auto [x, y] : std::vector<std::pair<int, int>>{{4, 1}, {1, 4}, {6, 6}, {8, 0}, {7, 2}})
+    EXPECT_EQ(m.data<std::uint8_t>()[y * 9 + x], 0) << x << "," << y;
+  // Intersection of the two squares is the one shared pixel.
+  EXPECT_EQ(rle_area(rle_merge({rle_from_polygon({1, 1, 4, 1, 4, 4, 1, 4}, 8, 9),
+                                rle_from_polygon({3, 3, 6, 3, 6, 6, 3, 6}, 8, 9)}, true)), 1u);
+}
+
+TEST(MaskRle, CrowdRleDecodeIouAndStrings) {
+  // A crowd region as COCO stores it: uncompressed counts over a 4 x 5 image (column-major):
+  // column 0 empty, columns 1-2 rows 1-3 (the run of 4 ones goes on into column 3's row 0), column 4 empty.
+  const Rle crowd{4, 5, {5, 3, 1, 4, 7}};
+  const Tensor m = rle_decode(crowd);
+  EXPECT_EQ(pixels(m), (std::vector<std::pair<std::int64_t, std::int64_t>>{{3, 0}, {1, 1}, {2, 1}, {1, 2}, {2, 2}, {1, 3}, {2, 3}}));
+  EXPECT_EQ(rle_area(crowd), 7u);
+  EXPECT_EQ(rle_from_string(rle_to_string(crowd), 4, 5).counts, crowd.counts);
+  // A detection covering column 1 (rows 0-3, 4 pixels, 3 of them in the region): against the
+  // region as crowd the IoU is intersection / detection area, 3 / 4; as a normal object 3 / 8.
+  Tensor det = Tensor::zeros({4, 5}, DType::u8);
+  for (int y = 0; y < 4; ++y) det.data<std::uint8_t>()[y * 5 + 1] = 1;
+  const Tensor iou = rle_iou({rle_encode(det)}, {crowd, crowd}, {true, false});
+  EXPECT_DOUBLE_EQ(iou.data<double>()[0], 0.75);
+  EXPECT_DOUBLE_EQ(iou.data<double>()[1], 3.0 / 8.0);
+  // Counts that do not cover the image, and malformed strings, are data errors.
+  EXPECT_THROW(rle_decode(Rle{4, 5, {5, 3}}), DataError);
+  EXPECT_THROW(rle_from_string("7", 6, 6), DataError);
+  EXPECT_THROW(rle_from_string("7\x7f", 6, 6), DataError);
+  // Long counts and negative differences survive the round trip.
+  const Rle big{1000, 1000, {123456, 70000, 5, 806539}};
+  EXPECT_EQ(rle_from_string(rle_to_string(big), 1000, 1000).counts, big.counts);
+}
+
+TEST(MaskPaste, HandExample) {
+  // A 2 x 2 mask of ones in box (10, 20)-(13, 23): padded to 4 x 4 (ones inside a ring of zeros),
+  // the box grows by 4/2 about its centre (11.5, 21.5) to (8.5, 18.5)-(14.5, 24.5), truncated to
+  // (8, 18)-(14, 24): a 7 x 7 resize whose samples i = 0..6 read the padded mask at
+  // 4/7 (i + 0.5) - 0.5 = 0 (clamped), 0.36, 0.93, 1.5, 2.07, 2.64, 3.21, i.e. values 0, 0.36,
+  // 0.93, 1, 0.93, 0.36, 0 per axis: the product exceeds 0.5 on the inner 3 x 3.
+  const Tensor masks = Tensor::full({1, 2, 2}, 1.0);
+  const Tensor boxes = Tensor::from_vector({10, 20, 13, 23}, {1, 4});
+  const Tensor img = paste_masks_in_image(masks, boxes, 40, 30).reshape({40, 30});
+  std::vector<std::pair<std::int64_t, std::int64_t>> want;
+  for (std::int64_t y = 20; y <= 22; ++y)
+    for (std::int64_t x = 10; x <= 12; ++x) want.emplace_back(x, y);
+  EXPECT_EQ(pixels(img), want);
+  // A box mostly outside the image is cut at the border: box (-16, -16)-(8, 8) after expansion,
+  // 25 x 25, the ramps' product exceeds 0.5 only at (0, 0), (1, 0) and (0, 1) inside the image
+  // (torchvision's paste gives the same three pixels).
+  EXPECT_EQ(pixels(paste_masks_in_image(masks, Tensor::from_vector({-10, -10, 2, 2}, {1, 4}), 40, 30).reshape({40, 30})),
+            (std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 0}, {1, 0}, {0, 1}}));
+  // Threshold 1 keeps nothing.
+  EXPECT_TRUE(pixels(paste_masks_in_image(masks, boxes, 40, 30, 1.0f).reshape({40, 30})).empty());
+}
+
+// ============================================================================================
 // torchvision and PyTorch autograd (tools/peers/maskrcnn_peer.py)
 // ============================================================================================
 
@@ -553,6 +666,42 @@ TEST(MaskRcnnProposalsTorchvision, LegacyNmsMatchesTorchvisionOnWidenedBoxes) {
   EXPECT_EQ(a, c);
   std::printf("[ nms_legacy vs torchvision.ops.nms(+1) ] %zu of %lld boxes kept by both\n", ours.size(),
               static_cast<long long>(n));
+}
+
+// torchvision's paste_masks_in_image (the same Masker algorithm, padding 1) gives probabilities;
+// ours thresholds them at 0.5: every pixel must agree except where torchvision's value is within
+// a rounding of the threshold.
+TEST(MaskPasteTorchvision, MatchesPasteMasksInImage) {
+  SKIP_WITHOUT_TORCHVISION();
+  PeerDir p("paste");
+  const std::int64_t D = 40, M = 28, H = 120, W = 160;
+  const Tensor masks = random_tensor({D, M, M}, 160, -0.2f, 1.2f);
+  // Boxes that start inside the image (torchvision's paste fails on a box wholly below or right of it).
+  Tensor boxes = random_rois(D, 1, 100.0f, 80.0f, 161).reshape({D, 5});
+  std::vector<float> b;
+  for (std::int64_t i = 0; i < D; ++i)
+    for (int j = 1; j < 5; ++j) b.push_back(boxes.data<float>()[5 * i + j]);
+  const Tensor bx = Tensor::from_vector(b, {D, 4});
+  p.put("masks", masks);
+  p.put("boxes", bx);
+  p.extra = fmt::format("\"image_h\": {}, \"image_w\": {}, ", H, W);
+  ASSERT_TRUE(p.run("paste"));
+  const Tensor tv = p.floats("pasted", {D, H, W});
+  const Tensor ours = paste_masks_in_image(masks, bx, H, W);
+  std::int64_t differ = 0, near = 0, set = 0;
+  for (std::int64_t i = 0; i < D * H * W; ++i) {
+    const float v = tv.data<float>()[i];
+    const bool want = v > 0.5f;
+    set += want ? 1 : 0;
+    if ((ours.data<std::uint8_t>()[i] != 0) != want) {
+      if (std::fabs(v - 0.5f) < 1e-6f) ++near;
+      else ++differ;
+    }
+  }
+  std::printf("[ paste vs torchvision ] %lld pixels set, %lld differ, %lld differ within 1e-6 of the threshold\n",
+              static_cast<long long>(set), static_cast<long long>(differ), static_cast<long long>(near));
+  EXPECT_EQ(differ, 0);
+  EXPECT_GT(set, 1000);
 }
 
 TEST(MaskRcnnLossesTorch, SmoothL1AndMaskLossMatchAutograd) {

@@ -18,6 +18,8 @@ named in meta.json); outputs are written to DIR as raw arrays too. Modes:
                 floor(lvl0 + log2(sqrt(area with +1) / s0 + eps)), clamped, minus k_min -> levels
     nms         torchvision.ops.nms(boxes + [0, 0, 1, 1], scores, threshold): the reference's +1
                 NMS through torchvision                                        -> keep
+    paste       torchvision.models.detection.roi_heads.paste_masks_in_image(masks, boxes, image
+                size, padding=1): the probabilities before the 0.5 threshold   -> pasted
     losses      for each of meta's betas i: maskrcnn_benchmark's smooth_l1_loss
                 (layers/smooth_l1_loss.py, as there) and torch.nn.functional.smooth_l1_loss(
                 reduction="sum", beta), times scale; the mask loss
@@ -138,7 +140,14 @@ def mode_nms(d, meta):
     save(d, "keep", torchvision.ops.nms(widened, scores, meta["threshold"]))
 
 
-MODES = {"nms": mode_nms, "roi_align": mode_roi_align, "multiscale": mode_multiscale, "legacy_levels": mode_legacy_levels,
+def mode_paste(d, meta):
+    from torchvision.models.detection.roi_heads import paste_masks_in_image
+    masks, boxes = load(d, meta, "masks"), load(d, meta, "boxes")
+    pasted = paste_masks_in_image(masks[:, None], boxes, (meta["image_h"], meta["image_w"]), padding=1)
+    save(d, "pasted", pasted[:, 0])
+
+
+MODES = {"nms": mode_nms, "paste": mode_paste, "roi_align": mode_roi_align, "multiscale": mode_multiscale, "legacy_levels": mode_legacy_levels,
          "losses": mode_losses}
 
 

@@ -45,6 +45,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -316,5 +317,61 @@ struct BalancedSample {
 /// InvalidArgument for a negative batch size or a fraction outside [0, 1].
 BalancedSample balanced_sample(const Tensor& labels, std::int64_t batch_size_per_image, float positive_fraction,
                                std::uint64_t seed, std::uint64_t stream = 0);
+
+// ============================================================================================
+// Instance masks: paste, COCO run-length encoding, polygons (host code)
+// ============================================================================================
+//
+// Note [COCO RLE]
+// pycocotools' run-length encoding (maskApi.c), which COCO's annotations and segm evaluation use:
+// the mask of an h x w image is read in column-major order (x outer, y inner) and stored as run
+// lengths alternating 0s and 1s, starting with a (possibly empty) run of 0s. Its compressed
+// string form writes each count (from the fourth on, as the difference to the count two before)
+// as little-endian 5-bit groups with a continuation bit (0x20) and a sign bit (0x10) in the last
+// group, each group + 48 as one character. Crowd annotations carry uncompressed counts.
+// Polygons are rasterised as rleFrPoly does: vertices scaled by 5 and rounded, the boundary
+// walked densely on that grid, then sampled at the pixel-column centres, where each crossing
+// starts or ends a run; a pixel is in the mask when its centre lies inside the polygon (with the
+// boundary quantised to a fifth of a pixel). An object's parts are OR-ed (annToRLE's merge).
+
+/// A COCO RLE (Note [COCO RLE]): counts of alternating 0s and 1s over the column-major mask.
+struct Rle {
+  std::int64_t height = 0;
+  std::int64_t width = 0;
+  std::vector<std::uint32_t> counts;
+};
+
+/// RLE of a binary mask: u8 [H, W] (row-major, as our images; nonzero is 1) on any device.
+Rle rle_encode(const Tensor& mask);
+/// The mask of an RLE: u8 [H, W] on the CPU. Throws DataError when the counts do not add up to
+/// H * W.
+Tensor rle_decode(const Rle& rle);
+/// Pixels set.
+std::uint64_t rle_area(const Rle& rle);
+/// Union (or intersection) of RLEs of one size (pycocotools merge). Throws InvalidArgument on
+/// different sizes or an empty list.
+Rle rle_merge(const std::vector<Rle>& rles, bool intersect = false);
+/// pycocotools iou(dt, gt, iscrowd): f64 [D, G] on the CPU; for a crowd GT the IoU is
+/// intersection / area(dt); 0 where the union is empty.
+Tensor rle_iou(const std::vector<Rle>& dt, const std::vector<Rle>& gt, const std::vector<bool>& iscrowd);
+/// The compressed string form of the counts (COCO result files).
+std::string rle_to_string(const Rle& rle);
+/// An RLE from its compressed string form; throws DataError on a malformed string.
+Rle rle_from_string(const std::string& counts, std::int64_t height, std::int64_t width);
+/// One polygon (x1, y1, x2, y2, ...) in pixels rasterised into an H x W RLE (rleFrPoly). Throws
+/// InvalidArgument on an odd coordinate count or fewer than 2 points (COCO polygons have at
+/// least 3; degenerate ones give empty masks as in pycocotools).
+Rle rle_from_polygon(const std::vector<double>& xy, std::int64_t height, std::int64_t width);
+/// An object's polygons, each rasterised and OR-ed (COCO's annToRLE for iscrowd = 0).
+Rle rle_from_polygons(const std::vector<std::vector<double>>& polygons, std::int64_t height, std::int64_t width);
+
+/// maskrcnn_benchmark's Masker (paste_mask_in_image) for D detections: masks f32 [D, M, M]
+/// probabilities, boxes f32 [D, 4] (xyxy in image pixels). Each mask is padded by `padding`
+/// zeros per side, its box scaled about its centre by (M + 2 padding) / M and truncated to
+/// integers, the padded mask resized to the box's (x2 - x1 + 1) x (y2 - y1 + 1) pixels (bilinear,
+/// align_corners = false, as torch's interpolate) and thresholded (value > thresh) into an
+/// image_h x image_w mask. Returns u8 [D, image_h, image_w] on the CPU (host code).
+Tensor paste_masks_in_image(const Tensor& masks, const Tensor& boxes, std::int64_t image_h, std::int64_t image_w,
+                            float thresh = 0.5f, std::int64_t padding = 1);
 
 }  // namespace benchhost::nn
