@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -149,6 +150,31 @@ TEST(RoIAlign, ChannelsLastEqualsChannelsFirst) {
   const auto ga = roi_align_backward(dout, rois, levels, {f0.shape(), f1.shape()}, spec);
   const auto gb = roi_align_backward(to_nhwc(dout), rois, levels, {to_nhwc(f0).shape(), to_nhwc(f1).shape()}, last);
   for (int l = 0; l < 2; ++l) EXPECT_TRUE(tensors_close(to_nchw(gb[static_cast<std::size_t>(l)]), ga[static_cast<std::size_t>(l)], 1e-7, 1e-6));
+}
+
+// Mask R-CNN's box-head pooling at the mini's scale and a slice of the reference's: printed, not
+// asserted (bench numbers come from tools/bench_maskrcnn.sh).
+TEST(RoIAlign, TimingAtMaskRcnnScale) {
+  RoIAlignSpec spec;
+  spec.spatial_scales = {0.25f, 0.125f, 0.0625f, 0.03125f};
+  std::vector<Tensor> feats;
+  std::vector<Shape> shapes;
+  for (std::int64_t l = 0; l < 4; ++l) {
+    const std::int64_t h = 200 >> l, w = 272 >> l;
+    feats.push_back(Tensor::zeros({1, 64, h, w}));
+    shapes.push_back(feats.back().shape());
+  }
+  const Tensor rois = random_rois(512, 1, 800.0f, 500.0f, 180);
+  const Tensor levels = map_roi_levels(rois);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Tensor out = roi_align_forward(feats, rois, levels, spec);
+  const auto t1 = std::chrono::steady_clock::now();
+  const auto grads = roi_align_backward(out, rois, levels, shapes, spec);
+  const auto t2 = std::chrono::steady_clock::now();
+  std::printf("[ roi_align timing ] 512 RoIs x 64 channels x 7x7 over P2-P5 of 800x1088: forward %.2f ms, backward %.2f ms\n",
+              std::chrono::duration<double, std::milli>(t1 - t0).count(),
+              std::chrono::duration<double, std::milli>(t2 - t1).count());
+  EXPECT_EQ(grads.size(), 4u);
 }
 
 TEST(RoIAlign, RejectsBadArguments) {
@@ -406,6 +432,47 @@ TEST(MaskRle, MultiPartPolygonsAreOred) {
   // Intersection of the two squares is the one shared pixel.
   EXPECT_EQ(rle_area(rle_merge({rle_from_polygon({1, 1, 4, 1, 4, 4, 1, 4}, 8, 9),
                                 rle_from_polygon({3, 3, 6, 3, 6, 6, 3, 6}, 8, 9)}, true)), 1u);
+}
+
+// pycocotools' rule is "pixel centre inside the polygon" up to its 1/5-pixel boundary grid: on
+// random star-shaped polygons every pixel whose centre is farther than 0.3 pixel from the
+// boundary must follow an even-odd point-in-polygon test of its centre.
+TEST(MaskRle, PolygonsFollowPixelCentresAwayFromTheBoundary) {
+  Rng r(170, 3);
+  std::int64_t checked = 0, near_boundary = 0;
+  for (int shape = 0; shape < 20; ++shape) {
+    const std::int64_t H = 48, W = 64;
+    const double cx = r.uniform(15.0f, 49.0f), cy = r.uniform(12.0f, 36.0f);
+    const int n = 5 + static_cast<int>(r.below(20));
+    std::vector<double> xy;
+    for (int i = 0; i < n; ++i) {
+      const double a = 2.0 * M_PI * i / n, rad = r.uniform(4.0f, 22.0f);  // may leave the image
+      xy.push_back(cx + rad * std::cos(a));
+      xy.push_back(cy + rad * std::sin(a));
+    }
+    const Tensor m = rle_decode(rle_from_polygon(xy, H, W));
+    for (std::int64_t y = 0; y < H; ++y)
+      for (std::int64_t x = 0; x < W; ++x) {
+        const double px = x + 0.5, py = y + 0.5;
+        bool inside = false;
+        double dist = 1e9;
+        for (int i = 0, j = n - 1; i < n; j = i++) {
+          const double xi = xy[2 * i], yi = xy[2 * i + 1], xj = xy[2 * j], yj = xy[2 * j + 1];
+          if ((yi > py) != (yj > py) && px < (xj - xi) * (py - yi) / (yj - yi) + xi) inside = !inside;
+          const double ex = xj - xi, ey = yj - yi, len2 = ex * ex + ey * ey;
+          const double t = len2 > 0 ? std::clamp(((px - xi) * ex + (py - yi) * ey) / len2, 0.0, 1.0) : 0.0;
+          dist = std::min(dist, std::hypot(px - (xi + t * ex), py - (yi + t * ey)));
+        }
+        if (dist < 0.3) {
+          ++near_boundary;
+          continue;
+        }
+        ++checked;
+        EXPECT_EQ(m.data<std::uint8_t>()[y * W + x] != 0, inside) << "shape " << shape << " pixel " << x << "," << y;
+      }
+  }
+  std::printf("[ polygons ] %lld pixels checked against centre-in-polygon, %lld within 0.3 px of an edge skipped\n",
+              static_cast<long long>(checked), static_cast<long long>(near_boundary));
 }
 
 TEST(MaskRle, CrowdRleDecodeIouAndStrings) {
