@@ -29,6 +29,7 @@
 namespace benchhost::nn {
 namespace {
 
+using benchhost::testing::GradcheckOptions;
 using benchhost::testing::max_abs_diff;
 using benchhost::testing::random_tensor;
 using benchhost::testing::tensors_close;
@@ -220,6 +221,38 @@ TEST(MaskRcnnLosses, SmoothL1HandExample) {
   EXPECT_TRUE(tensors_close(g, Tensor::from_vector(gw, {1, 4}), 1e-6, 1e-5));
   // beta 0 is L1.
   EXPECT_NEAR(smooth_l1_loss_forward(x, t, 0.0f), 0.05 + 0.5 + 2.0, 1e-6);
+}
+
+// Central finite differences (tests/common/gradcheck.hpp) of both losses and of RoIAlign.
+TEST(MaskRcnnLosses, GradientsByFiniteDifferences) {
+  using V = std::vector<Tensor>;
+  const float beta = 1.0f / 9.0f;
+  Tensor x = random_tensor({12, 4}, 190, -1.0f, 1.0f);
+  const Tensor t = random_tensor({12, 4}, 191, -1.0f, 1.0f);
+  for (std::int64_t i = 0; i < x.numel(); ++i) {  // keep |x - t| away from beta and 0 (the kinks)
+    const float d = std::fabs(x.data<float>()[i] - t.data<float>()[i]);
+    if (std::fabs(d - beta) < 0.03f || d < 0.03f) x.data<float>()[i] += 0.1f;
+  }
+  EXPECT_GRADCHECK([&](const V& in) { return V{Tensor::from_vector({smooth_l1_loss_forward(in[0], t, beta, 0.3f)}, {1})}; },
+                   [&](const V& in, const V& d) {
+                     return V{smooth_l1_loss_backward(in[0], t, beta, 0.3f, d[0].data<float>()[0])};
+                   },
+                   {x}, GradcheckOptions{1e-3, 1e-4, 1e-2});
+  const Tensor z = random_tensor({3, 4, 5, 5}, 192, -3.0f, 3.0f);
+  const Tensor labels = Tensor::from_vector_i64({1, 3, 1}, {3});
+  const Tensor targets = random_tensor({3, 5, 5}, 193, 0.0f, 1.0f);
+  EXPECT_GRADCHECK([&](const V& in) { return V{Tensor::from_vector({mask_bce_loss_forward(in[0], labels, targets)}, {1})}; },
+                   [&](const V& in, const V& d) {
+                     return V{mask_bce_loss_backward(in[0], labels, targets, d[0].data<float>()[0])};
+                   },
+                   {z}, GradcheckOptions{1e-2, 1e-4, 1e-2});
+  RoIAlignSpec spec;
+  spec.pooled_h = spec.pooled_w = 3;
+  spec.spatial_scales = {0.5f};
+  const Tensor rois = random_rois(6, 2, 20.0f, 16.0f, 194);
+  EXPECT_GRADCHECK([&](const V& in) { return V{roi_align_forward({in[0]}, rois, Tensor(), spec)}; },
+                   [&](const V& in, const V& d) { return V{roi_align_backward(d[0], rois, Tensor(), {in[0].shape()}, spec)[0]}; },
+                   {random_tensor({2, 3, 10, 12}, 195)}, GradcheckOptions{1e-2, 1e-4, 1e-3, 200});
 }
 
 TEST(MaskRcnnLosses, MaskLossUsesOnlyTheLabelledChannel) {
