@@ -532,6 +532,32 @@ TEST(MaskRle, CrowdRleDecodeIouAndStrings) {
   EXPECT_EQ(rle_from_string(rle_to_string(big), 1000, 1000).counts, big.counts);
 }
 
+TEST(MaskTargets, PolygonsCroppedToProposalsAt28) {
+  // Object 0: the square (10, 10)-(24, 24); object 1: two parts, left and right halves of (40,
+  // 0)-(68, 28) with a gap. Proposal 0 is object 0's box: its target is the full 28 x 28.
+  // Proposal 1 covers the square's left half (10, 10)-(17, 24), so the square fills its whole
+  // crop too. Proposal 2 is object 1's box (40, 0)-(68, 28) at scale 1: columns 0-11 and 16-27
+  // set. Proposal 3 (10, 10)-(38, 38) holds the square in its top-left 14 x 14 quarter.
+  const std::vector<Polygons> objects = {{{10, 10, 24, 10, 24, 24, 10, 24}},
+                                         {{40, 0, 52, 0, 52, 28, 40, 28}, {56, 0, 68, 0, 68, 28, 56, 28}}};
+  const Tensor proposals = Tensor::from_vector({10, 10, 24, 24, 10, 10, 17, 24, 40, 0, 68, 28, 10, 10, 38, 38}, {4, 4});
+  const Tensor matched = Tensor::from_vector_i64({0, 0, 1, 0}, {4});
+  const Tensor t = polygon_mask_targets(objects, proposals, matched);
+  ASSERT_EQ(t.shape(), (Shape{4, 28, 28}));
+  auto at = [&](std::int64_t p, std::int64_t y, std::int64_t x) { return t.data<float>()[(p * 28 + y) * 28 + x]; };
+  double sum0 = 0, sum1 = 0;
+  for (std::int64_t i = 0; i < 28 * 28; ++i) {
+    sum0 += t.data<float>()[i];
+    sum1 += t.data<float>()[28 * 28 + i];
+  }
+  EXPECT_EQ(sum0, 28.0 * 28.0);
+  EXPECT_EQ(sum1, 28.0 * 28.0);
+  for (std::int64_t x = 0; x < 28; ++x) EXPECT_EQ(at(2, 5, x), (x < 12 || x >= 16) ? 1.0f : 0.0f) << "column " << x;
+  for (std::int64_t y = 0; y < 28; ++y)
+    for (std::int64_t x = 0; x < 28; ++x) EXPECT_EQ(at(3, y, x), (x < 14 && y < 14) ? 1.0f : 0.0f) << x << "," << y;
+  EXPECT_THROW(polygon_mask_targets(objects, proposals, Tensor::from_vector_i64({0, 0, 2, 0}, {4})), DataError);
+}
+
 TEST(MaskPaste, HandExample) {
   // A 2 x 2 mask of ones in box (10, 20)-(13, 23): padded to 4 x 4 (ones inside a ring of zeros),
   // the box grows by 4/2 about its centre (11.5, 21.5) to (8.5, 18.5)-(14.5, 24.5), truncated to

@@ -268,6 +268,43 @@ Rle rle_from_polygons(const std::vector<std::vector<double>>& polygons, std::int
   return parts.size() == 1 ? parts[0] : rle_merge(parts);
 }
 
+Tensor polygon_mask_targets(const std::vector<Polygons>& objects, const Tensor& proposals, const Tensor& matched,
+                            std::int64_t M) {
+  const char* op = "polygon_mask_targets";
+  BH_CHECK_AS(InvalidArgument, proposals.defined() && proposals.dim() == 2 && proposals.size(1) == 4 && M > 0,
+              "{}: proposals must be [P, 4] and M > 0, got {} and M = {}", op,
+              proposals.defined() ? proposals.describe() : std::string("undefined"), M);
+  const std::int64_t P = proposals.size(0);
+  BH_CHECK_AS(InvalidArgument, matched.defined() && matched.dtype() == DType::i64 && matched.numel() == P,
+              "{}: matched must be i64 [{}], got {}", op, P, matched.defined() ? matched.describe() : std::string("undefined"));
+  Tensor b = proposals.device().is_cpu() ? proposals.contiguous() : proposals.to(Device::cpu()).contiguous();
+  if (b.dtype() != DType::f32) b = b.to(DType::f32);
+  const Tensor m = matched.device().is_cpu() ? matched.contiguous() : matched.to(Device::cpu()).contiguous();
+  Tensor out = Tensor::empty({P, M, M});
+  for (std::int64_t p = 0; p < P; ++p) {
+    const std::int64_t g = m.data<std::int64_t>()[p];
+    if (g < 0 || g >= static_cast<std::int64_t>(objects.size())) [[unlikely]]
+      BH_THROW(DataError, "{}: proposal {} is matched to object {}, outside [0, {})", op, p, g, objects.size());
+    const float* box = b.data<float>() + 4 * p;
+    const float w = std::max(box[2] - box[0], 1.0f), h = std::max(box[3] - box[1], 1.0f);
+    // Polygons.resize: ratio = float(M) / float(size) in double, applied to the f32 coordinates.
+    const auto ratio_w = static_cast<float>(static_cast<double>(M) / static_cast<double>(w));
+    const auto ratio_h = static_cast<float>(static_cast<double>(M) / static_cast<double>(h));
+    Polygons scaled;
+    for (const auto& poly : objects[static_cast<std::size_t>(g)]) {
+      std::vector<double> q(poly.size());
+      for (std::size_t i = 0; i < poly.size(); ++i) {
+        const float v = static_cast<float>(poly[i]) - (i % 2 == 0 ? box[0] : box[1]);
+        q[i] = static_cast<double>(v * (i % 2 == 0 ? ratio_w : ratio_h));
+      }
+      scaled.push_back(std::move(q));
+    }
+    const Tensor mask = rle_decode(rle_from_polygons(scaled, M, M));
+    for (std::int64_t i = 0; i < M * M; ++i) out.data<float>()[p * M * M + i] = mask.data<std::uint8_t>()[i];
+  }
+  return out;
+}
+
 Tensor paste_masks_in_image(const Tensor& masks, const Tensor& boxes, std::int64_t image_h, std::int64_t image_w,
                             float thresh, std::int64_t padding) {
   const char* op = "paste_masks_in_image";

@@ -365,6 +365,20 @@ Rle rle_from_polygon(const std::vector<double>& xy, std::int64_t height, std::in
 /// An object's polygons, each rasterised and OR-ed (COCO's annToRLE for iscrowd = 0).
 Rle rle_from_polygons(const std::vector<std::vector<double>>& polygons, std::int64_t height, std::int64_t width);
 
+
+/// An object's polygons (each x1, y1, x2, y2, ... in image pixels), as a COCO annotation with
+/// iscrowd = 0 holds them.
+using Polygons = std::vector<std::vector<double>>;
+
+/// Mask R-CNN's mask targets (maskrcnn_benchmark roi_heads/mask_head/loss.py
+/// project_masks_on_boxes): for each proposal p, the polygons of its matched object
+/// objects[matched[p]] are cropped to the proposal (shifted by -(x1, y1); crop size max(x2 - x1, 1)
+/// by max(y2 - y1, 1), no +1), scaled to M x M (f32 arithmetic, as the reference's float32
+/// polygon tensors), rasterised with pycocotools' rule and OR-ed. proposals f32 [P, 4], matched
+/// i64 [P] (indices into objects; DataError outside). Returns f32 [P, M, M] 0/1 on the CPU.
+Tensor polygon_mask_targets(const std::vector<Polygons>& objects, const Tensor& proposals, const Tensor& matched,
+                            std::int64_t M = 28);
+
 /// maskrcnn_benchmark's Masker (paste_mask_in_image) for D detections: masks f32 [D, M, M]
 /// probabilities, boxes f32 [D, 4] (xyxy in image pixels). Each mask is padded by `padding`
 /// zeros per side, its box scaled about its centre by (M + 2 padding) / M and truncated to
