@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -828,6 +829,39 @@ TEST(MaskPasteTorchvision, MatchesPasteMasksInImage) {
               static_cast<long long>(set), static_cast<long long>(differ), static_cast<long long>(near));
   EXPECT_EQ(differ, 0);
   EXPECT_GT(set, 1000);
+}
+
+TEST(MaskRcnnProposalsTorchvision, LegacyBoxCoderMatchesTheReferenceFormula) {
+  SKIP_WITHOUT_TORCHVISION();
+  PeerDir p("coder");
+  const Tensor gt = random_rois(500, 1, 300.0f, 120.0f, 200).reshape({500, 5});
+  const Tensor ref = random_rois(500, 1, 300.0f, 120.0f, 201).reshape({500, 5});
+  std::vector<float> g, r;
+  for (std::int64_t i = 0; i < 500; ++i)
+    for (int j = 1; j < 5; ++j) {
+      g.push_back(gt.data<float>()[5 * i + j]);
+      r.push_back(ref.data<float>()[5 * i + j]);
+    }
+  const Tensor gb = Tensor::from_vector(g, {500, 4}), rb = Tensor::from_vector(r, {500, 4});
+  const Tensor deltas = random_tensor({500, 4}, 202, -5.0f, 5.0f);
+  p.put("gt", gb);
+  p.put("ref", rb);
+  p.put("deltas", deltas);
+  p.extra = "\"weights\": [10.0, 10.0, 5.0, 5.0], ";
+  ASSERT_TRUE(p.run("legacy_coder"));
+  const std::array<float, 4> w{10, 10, 5, 5};
+  const Tensor enc = encode_boxes(gb, rb, w, true), dec = decode_boxes(deltas, rb, w, true);
+  std::printf("[ legacy box coder vs maskrcnn_benchmark's formula ] encode max |diff| %.3g, decode max |diff| %.3g\n",
+              max_abs_diff(enc, p.floats("enc", {500, 4})), max_abs_diff(dec, p.floats("dec", {500, 4})));
+  EXPECT_TRUE(tensors_close(enc, p.floats("enc", {500, 4}), 1e-6, 1e-6));
+  EXPECT_TRUE(tensors_close(dec, p.floats("dec", {500, 4}), 1e-4, 1e-6));
+  // A hand case: anchor (0, 0)-(15, 15) is 16 wide, box (0, 0)-(31, 31) 32: dx = (16 - 8) / 16.
+  const Tensor e = encode_boxes(Tensor::from_vector({0, 0, 31, 31}, {1, 4}), Tensor::from_vector({0, 0, 15, 15}, {1, 4}),
+                                {1, 1, 1, 1}, true);
+  EXPECT_NEAR(e.data<float>()[0], 0.5f, 1e-7);
+  EXPECT_NEAR(e.data<float>()[2], std::log(2.0f), 1e-7);
+  EXPECT_TRUE(tensors_close(decode_boxes(e, Tensor::from_vector({0, 0, 15, 15}, {1, 4}), {1, 1, 1, 1}, true),
+                            Tensor::from_vector({0, 0, 31, 31}, {1, 4}), 1e-5, 0));
 }
 
 TEST(MaskRcnnLossesTorch, SmoothL1AndMaskLossMatchAutograd) {

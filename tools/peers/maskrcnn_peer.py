@@ -16,6 +16,8 @@ named in meta.json); outputs are written to DIR as raw arrays too. Modes:
                 its output and input gradients for `dout`     -> levels, out, dfeatures_<l>
     legacy_levels  maskrcnn_benchmark's LevelMapper (poolers.py) written as there, in torch:
                 floor(lvl0 + log2(sqrt(area with +1) / s0 + eps)), clamped, minus k_min -> levels
+    legacy_coder  maskrcnn_benchmark's BoxCoder (TO_REMOVE = 1) encode(gt, ref) and decode(deltas,
+                ref), written as there in torch                                -> enc, dec
     nms         torchvision.ops.nms(boxes + [0, 0, 1, 1], scores, threshold): the reference's +1
                 NMS through torchvision                                        -> keep
     paste       torchvision.models.detection.roi_heads.paste_masks_in_image(masks, boxes, image
@@ -35,6 +37,7 @@ Run with Debian's /usr/bin/python3 (python3-torch, python3-torchvision).
 """
 
 import json
+import math
 import os
 import sys
 from collections import OrderedDict
@@ -147,7 +150,35 @@ def mode_paste(d, meta):
     save(d, "pasted", pasted[:, 0])
 
 
-MODES = {"nms": mode_nms, "paste": mode_paste, "roi_align": mode_roi_align, "multiscale": mode_multiscale, "legacy_levels": mode_legacy_levels,
+def mode_legacy_coder(d, meta):
+    # maskrcnn_benchmark/modeling/box_coder.py BoxCoder.encode / decode, as there (TO_REMOVE = 1).
+    wx, wy, ww, wh = meta["weights"]
+    clip = math.log(1000.0 / 16)
+    gt, ref, rel = load(d, meta, "gt"), load(d, meta, "ref"), load(d, meta, "deltas")
+    TO_REMOVE = 1
+    ex_w = ref[:, 2] - ref[:, 0] + TO_REMOVE
+    ex_h = ref[:, 3] - ref[:, 1] + TO_REMOVE
+    ex_x = ref[:, 0] + 0.5 * ex_w
+    ex_y = ref[:, 1] + 0.5 * ex_h
+    gt_w = gt[:, 2] - gt[:, 0] + TO_REMOVE
+    gt_h = gt[:, 3] - gt[:, 1] + TO_REMOVE
+    gt_x = gt[:, 0] + 0.5 * gt_w
+    gt_y = gt[:, 1] + 0.5 * gt_h
+    enc = torch.stack((wx * (gt_x - ex_x) / ex_w, wy * (gt_y - ex_y) / ex_h,
+                       ww * torch.log(gt_w / ex_w), wh * torch.log(gt_h / ex_h)), dim=1)
+    save(d, "enc", enc)
+    dx, dy = rel[:, 0::4] / wx, rel[:, 1::4] / wy
+    dw = torch.clamp(rel[:, 2::4] / ww, max=clip)
+    dh = torch.clamp(rel[:, 3::4] / wh, max=clip)
+    px = dx * ex_w[:, None] + ex_x[:, None]
+    py = dy * ex_h[:, None] + ex_y[:, None]
+    pw = torch.exp(dw) * ex_w[:, None]
+    ph = torch.exp(dh) * ex_h[:, None]
+    dec = torch.cat((px - 0.5 * pw, py - 0.5 * ph, px + 0.5 * pw - 1, py + 0.5 * ph - 1), dim=1)
+    save(d, "dec", dec)
+
+
+MODES = {"legacy_coder": mode_legacy_coder, "nms": mode_nms, "paste": mode_paste, "roi_align": mode_roi_align, "multiscale": mode_multiscale, "legacy_levels": mode_legacy_levels,
          "losses": mode_losses}
 
 

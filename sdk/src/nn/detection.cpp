@@ -289,7 +289,7 @@ Tensor match_anchors(const Tensor& iou, float high, float low, bool allow_low_qu
   return call.outputs[0];
 }
 
-Tensor encode_boxes(const Tensor& gt, const Tensor& anchors, std::array<float, 4> weights) {
+Tensor encode_boxes(const Tensor& gt, const Tensor& anchors, std::array<float, 4> weights, bool legacy_plus_one) {
   const char* op = "encode_boxes";
   check_boxes(gt, op, "gt");
   check_boxes(anchors, op, "anchors");
@@ -300,11 +300,12 @@ Tensor encode_boxes(const Tensor& gt, const Tensor& anchors, std::array<float, 4
   call.inputs = {gt.contiguous(), anchors.contiguous()};
   call.outputs = {Tensor::empty({gt.size(0), 4}, DType::f32, gt.device())};
   call.attrs = coder_attrs(weights, op);
+  if (legacy_plus_one) call.attrs.set("plus_one", 1.0);
   dispatch(op, call);
   return call.outputs[0];
 }
 
-Tensor decode_boxes(const Tensor& deltas, const Tensor& anchors, std::array<float, 4> weights) {
+Tensor decode_boxes(const Tensor& deltas, const Tensor& anchors, std::array<float, 4> weights, bool legacy_plus_one) {
   const char* op = "decode_boxes";
   check_floating(deltas, op, "deltas");
   BH_CHECK_AS(InvalidArgument, deltas.dim() == 2 && deltas.size(1) == 4, "{}: deltas must be [N, 4], got {}", op,
@@ -317,6 +318,7 @@ Tensor decode_boxes(const Tensor& deltas, const Tensor& anchors, std::array<floa
   call.inputs = {deltas.contiguous(), anchors.contiguous()};
   call.outputs = {Tensor::empty({deltas.size(0), 4}, DType::f32, deltas.device())};
   call.attrs = coder_attrs(weights, op);
+  if (legacy_plus_one) call.attrs.set("plus_one", 1.0);
   dispatch(op, call);
   return call.outputs[0];
 }

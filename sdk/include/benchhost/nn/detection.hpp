@@ -91,12 +91,16 @@ Tensor box_iou(const Tensor& a, const Tensor& b);
 Tensor match_anchors(const Tensor& iou, float high = 0.5f, float low = 0.4f, bool allow_low_quality = true);
 
 /// BoxCoder.encode_single(gt, anchors): f32 [N, 4] regression targets (dx, dy, dw, dh) of boxes
-/// gt [N, 4] relative to anchors [N, 4].
-Tensor encode_boxes(const Tensor& gt, const Tensor& anchors, std::array<float, 4> weights = {1, 1, 1, 1});
+/// gt [N, 4] relative to anchors [N, 4]. legacy_plus_one: maskrcnn_benchmark's BoxCoder, widths
+/// x2 - x1 + 1 (Note [Legacy box convention]).
+Tensor encode_boxes(const Tensor& gt, const Tensor& anchors, std::array<float, 4> weights = {1, 1, 1, 1},
+                    bool legacy_plus_one = false);
 
 /// BoxCoder.decode_single(deltas, anchors): f32 [N, 4] boxes from deltas [N, 4] and anchors
-/// [N, 4]; dw and dh are clamped at log(1000 / 16) before exp.
-Tensor decode_boxes(const Tensor& deltas, const Tensor& anchors, std::array<float, 4> weights = {1, 1, 1, 1});
+/// [N, 4]; dw and dh are clamped at log(1000 / 16) before exp. legacy_plus_one: maskrcnn_benchmark's
+/// BoxCoder.decode, widths x2 - x1 + 1 and x2 = cx + w / 2 - 1 (Note [Legacy box convention]).
+Tensor decode_boxes(const Tensor& deltas, const Tensor& anchors, std::array<float, 4> weights = {1, 1, 1, 1},
+                    bool legacy_plus_one = false);
 
 // ============================================================================================
 // RetinaNet losses (one image)
