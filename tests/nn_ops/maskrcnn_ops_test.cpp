@@ -376,6 +376,31 @@ TEST(MaskRcnnProposals, TrainingTakesTopNOverTheBatchAndAppendsGroundTruth) {
   EXPECT_EQ(floats_of(t[0].boxes), (std::vector<float>{20, 0, 29, 9, 40, 0, 49, 9}));
 }
 
+TEST(MaskRcnnPostprocess, SoftmaxDecodeClassNmsAndTopK) {
+  // Three RoIs, classes 0 (background), 1 and 2; zero deltas decode every class's box to its RoI
+  // (+1 widths). Class 1 scores RoIs 0 and 1 (0.95 and 0.88), which overlap with +1 IoU 360 / 440 >
+  // 0.5: NMS keeps RoI 0. Class 2 scores RoI 2 only (0.98), its box clipped to (119, 79).
+  const Tensor rois = Tensor::from_vector({10, 10, 29, 29, 12, 10, 31, 29, 50, 50, 200, 90}, {3, 4});
+  const Tensor logits = Tensor::from_vector({0, 3, -5, /**/ 0, 2, -5, /**/ 0, -5, 4}, {3, 3});
+  const Tensor deltas = Tensor::zeros({3, 12});
+  const Detections d = maskrcnn_postprocess(logits, deltas, rois, 80, 120);
+  EXPECT_EQ(i64_values(d.labels), (std::vector<std::int64_t>{1, 2}));
+  EXPECT_TRUE(tensors_close(d.boxes, Tensor::from_vector({10, 10, 29, 29, 50, 50, 119, 79}, {2, 4}), 1e-5, 0));
+  const double e3 = std::exp(3.0), e4 = std::exp(4.0);
+  EXPECT_NEAR(d.scores.data<float>()[0], e3 / (1 + e3 + std::exp(-5.0)), 1e-6);
+  EXPECT_NEAR(d.scores.data<float>()[1], e4 / (1 + e4 + std::exp(-5.0)), 1e-6);
+  // One detection per image keeps the best (kthvalue), a loose NMS keeps RoI 1's class-1 box too.
+  EXPECT_EQ(i64_values(maskrcnn_postprocess(logits, deltas, rois, 80, 120, 0.05f, 0.5f, 1).labels),
+            (std::vector<std::int64_t>{2}));
+  EXPECT_EQ(i64_values(maskrcnn_postprocess(logits, deltas, rois, 80, 120, 0.05f, 0.9f).labels),
+            (std::vector<std::int64_t>{1, 1, 2}));
+  // A class-specific delta moves only that class's box: dx = 1 (x10 weight) on class 2 of RoI 2.
+  Tensor moved = Tensor::zeros({3, 12});
+  moved.data<float>()[2 * 12 + 8] = 10.0f;  // RoI 2, class 2, dx * wx: shift by its +1 width, 151
+  const Detections m = maskrcnn_postprocess(logits, moved, rois, 400, 400);
+  EXPECT_NEAR(m.boxes.data<float>()[4], 201.0f, 1e-3);
+}
+
 TEST(MaskRcnnSampler, BalancedCountsSubsetsAndSeeds) {
   // 10 positives (labels 1 and 2), 100 negatives, 30 ignored.
   std::vector<std::int64_t> labels;

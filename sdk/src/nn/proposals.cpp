@@ -201,6 +201,81 @@ std::vector<Proposals> generate_proposals(const std::vector<Tensor>& objectness,
   return out;
 }
 
+Detections maskrcnn_postprocess(const Tensor& class_logits, const Tensor& box_regression, const Tensor& proposals,
+                                std::int64_t image_h, std::int64_t image_w, float score_thresh, float nms_thresh,
+                                std::int64_t detections_per_img, std::array<float, 4> weights) {
+  const char* op = "maskrcnn_postprocess";
+  const Tensor z = host_f32(class_logits), d = host_f32(box_regression), p = host_f32(proposals);
+  BH_CHECK_AS(InvalidArgument, z.dim() == 2 && z.size(1) >= 2, "{}: class logits must be [R, K] with K >= 2, got {}", op,
+              shape_str(z.shape()));
+  const std::int64_t R = z.size(0), K = z.size(1);
+  BH_CHECK_AS(InvalidArgument, d.shape() == (Shape{R, 4 * K}) && p.shape() == (Shape{R, 4}),
+              "{}: box regression must be [{}, {}] and proposals [{}, 4], got {} and {}", op, R, 4 * K, R,
+              shape_str(d.shape()), shape_str(p.shape()));
+  BH_CHECK_AS(InvalidArgument, image_h > 0 && image_w > 0, "{}: image {}x{} is empty", op, image_h, image_w);
+  // Softmax per RoI (f32: max-shifted exponentials over their sum).
+  std::vector<float> prob(static_cast<std::size_t>(R * K));
+  for (std::int64_t r = 0; r < R; ++r) {
+    const float* row = z.data<float>() + r * K;
+    const float mx = *std::max_element(row, row + K);
+    float sum = 0.0f;
+    for (std::int64_t k = 0; k < K; ++k) sum += prob[static_cast<std::size_t>(r * K + k)] = std::exp(row[k] - mx);
+    for (std::int64_t k = 0; k < K; ++k) prob[static_cast<std::size_t>(r * K + k)] /= sum;
+  }
+  // Every class's box for every RoI: the registry's decode_boxes with the +1 convention.
+  Tensor rep = Tensor::empty({R * K, 4});
+  for (std::int64_t r = 0; r < R; ++r)
+    for (std::int64_t k = 0; k < K; ++k) std::copy_n(p.data<float>() + 4 * r, 4, rep.data<float>() + 4 * (r * K + k));
+  const Tensor boxes = decode_boxes(d.reshape({R * K, 4}), rep, weights, true);
+  float* b = boxes.data<float>();
+  const float max_x = static_cast<float>(image_w - 1), max_y = static_cast<float>(image_h - 1);
+  for (std::int64_t i = 0; i < R * K; ++i) {
+    b[4 * i] = std::min(std::max(b[4 * i], 0.0f), max_x);
+    b[4 * i + 1] = std::min(std::max(b[4 * i + 1], 0.0f), max_y);
+    b[4 * i + 2] = std::min(std::max(b[4 * i + 2], 0.0f), max_x);
+    b[4 * i + 3] = std::min(std::max(b[4 * i + 3], 0.0f), max_y);
+  }
+  std::vector<float> out_boxes, out_scores;
+  std::vector<std::int64_t> out_labels;
+  std::vector<float> cb, cs;
+  for (std::int64_t k = 1; k < K; ++k) {
+    cb.clear();
+    cs.clear();
+    for (std::int64_t r = 0; r < R; ++r) {
+      const float s = prob[static_cast<std::size_t>(r * K + k)];
+      if (!(s > score_thresh)) continue;
+      cb.insert(cb.end(), b + 4 * (r * K + k), b + 4 * (r * K + k) + 4);
+      cs.push_back(s);
+    }
+    for (std::int64_t i : nms_plus_one(cb.data(), cs.data(), static_cast<std::int64_t>(cs.size()), nms_thresh)) {
+      out_boxes.insert(out_boxes.end(), cb.begin() + 4 * i, cb.begin() + 4 * i + 4);
+      out_scores.push_back(cs[static_cast<std::size_t>(i)]);
+      out_labels.push_back(k);
+    }
+  }
+  auto n = static_cast<std::int64_t>(out_scores.size());
+  if (detections_per_img > 0 && n > detections_per_img) {
+    // kthvalue(scores, n - detections_per_img + 1): the detections_per_img-th highest score.
+    std::vector<float> sorted = out_scores;
+    std::nth_element(sorted.begin(), sorted.begin() + (n - detections_per_img), sorted.end());
+    const float thresh = sorted[static_cast<std::size_t>(n - detections_per_img)];
+    std::vector<float> kb, ks;
+    std::vector<std::int64_t> kl;
+    for (std::int64_t i = 0; i < n; ++i)
+      if (out_scores[static_cast<std::size_t>(i)] >= thresh) {
+        kb.insert(kb.end(), out_boxes.begin() + 4 * i, out_boxes.begin() + 4 * i + 4);
+        ks.push_back(out_scores[static_cast<std::size_t>(i)]);
+        kl.push_back(out_labels[static_cast<std::size_t>(i)]);
+      }
+    out_boxes.swap(kb);
+    out_scores.swap(ks);
+    out_labels.swap(kl);
+    n = static_cast<std::int64_t>(out_scores.size());
+  }
+  return Detections{Tensor::from_vector(out_boxes, {n, 4}), Tensor::from_vector(out_scores, {n}),
+                    Tensor::from_vector_i64(out_labels, {n})};
+}
+
 BalancedSample balanced_sample(const Tensor& labels, std::int64_t batch_size_per_image, float positive_fraction,
                                std::uint64_t seed, std::uint64_t stream) {
   const char* op = "balanced_sample";

@@ -307,6 +307,20 @@ std::vector<Proposals> generate_proposals(const std::vector<Tensor>& objectness,
                                           const std::vector<std::pair<std::int64_t, std::int64_t>>& image_sizes,
                                           const std::vector<Tensor>& gt_boxes, const ProposalSpec& spec);
 
+/// maskrcnn_benchmark's box-head PostProcessor for one image (Note [Legacy box convention]):
+/// class_logits [R, K] (class 0 background), box_regression [R, 4 K] (class-specific deltas),
+/// proposals f32 [R, 4]. Softmax over the classes; each class's deltas decoded against the proposal
+/// with weights `weights` and the +1 convention; boxes clipped to [0, image_w - 1] x [0, image_h -
+/// 1]; then for each class j >= 1 the boxes of score > score_thresh, +1 NMS at nms_thresh; the
+/// classes' survivors concatenated in class order (each in NMS order); when more than
+/// detections_per_img > 0 remain, those whose score reaches the detections_per_img-th highest are
+/// kept (the reference's kthvalue: ties may keep a few more). Labels are the class indices j.
+/// Host code; returns CPU tensors.
+Detections maskrcnn_postprocess(const Tensor& class_logits, const Tensor& box_regression, const Tensor& proposals,
+                                std::int64_t image_h, std::int64_t image_w, float score_thresh = 0.05f,
+                                float nms_thresh = 0.5f, std::int64_t detections_per_img = 100,
+                                std::array<float, 4> weights = {10, 10, 5, 5});
+
 /// Indices chosen by balanced_sample, i64 on the CPU.
 struct BalancedSample {
   Tensor positive;  ///< i64 [P], in the order drawn
