@@ -313,6 +313,26 @@ RpnCase one_level(const std::vector<float>& logits_per_image, const std::vector<
 
 std::vector<float> floats_of(const Tensor& t) { return t.to_float_vector(); }
 
+TEST(MaskRcnnAnchors, LegacyFpnAnchorsAndVisibility) {
+  // Detectron's P2 cell anchors (stride 4, size 32): ratio 0.5 -> ws = round(sqrt(32)) = 6, hs = 3,
+  // scaled by 8 about the centre 1.5: (-22, -10, 25, 13); ratio 1 -> (-14, -14, 17, 17); ratio 2 ->
+  // ws = round(sqrt(8)) = 3, hs = 6: (-10, -22, 13, 25).
+  const Tensor a = generate_anchors_legacy({32, 64}, {4, 8}, {0.5, 1.0, 2.0}, {{2, 3}, {1, 2}});
+  ASSERT_EQ(a.shape(), (Shape{2 * 3 * 3 + 1 * 2 * 3, 4}));
+  const std::vector<float> v = a.to_float_vector();
+  EXPECT_EQ(std::vector<float>(v.begin(), v.begin() + 12),
+            (std::vector<float>{-22, -10, 25, 13, -14, -14, 17, 17, -10, -22, 13, 25}));
+  // Cell (y 1, x 2) of P2, ratio 0.5, is shifted by (8, 4). P3's first anchor (stride 8, size 64,
+  // ratio 0.5): ws = round(sqrt(128)) = 11, hs = round(5.5) = 6 (half to even), 88 x 48 about the
+  // centre 3.5: (3.5 - 43.5, 3.5 - 23.5, 3.5 + 43.5, 3.5 + 23.5).
+  EXPECT_EQ(std::vector<float>(v.begin() + 4 * 15, v.begin() + 4 * 16), (std::vector<float>{-14, -6, 33, 17}));
+  EXPECT_EQ(std::vector<float>(v.begin() + 4 * 18, v.begin() + 4 * 19), (std::vector<float>{-40, -20, 47, 27}));
+  // Visibility with straddle threshold 0 in a 40 x 40 image.
+  const Tensor boxes = Tensor::from_vector({0, 0, 39, 39, -1, 0, 10, 10, 0, 0, 40, 10, 5, 5, 6, 39.5f}, {4, 4});
+  EXPECT_EQ(i64_values(anchor_visibility(boxes, 40, 40).to(DType::i64)), (std::vector<std::int64_t>{1, 0, 0, 1}));
+  EXPECT_EQ(i64_values(anchor_visibility(boxes, 40, 40, -1.0f).to(DType::i64)), (std::vector<std::int64_t>{1, 1, 1, 1}));
+}
+
 TEST(MaskRcnnProposals, DecodeClipNmsAndTopN) {
   // Anchors (legacy +1 widths): 0 and 1 overlap (+1 IoU 0.81), 2 leaves the 100 x 60 image, 3 is tiny.
   const std::vector<float> anchors = {10, 10, 29, 29, 12, 10, 31, 29, 90, 50, 119, 69, 40, 40, 40.5f, 40.5f};

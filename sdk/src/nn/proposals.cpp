@@ -81,6 +81,71 @@ struct Candidates {
 
 }  // namespace
 
+Tensor generate_anchors_legacy(const std::vector<double>& sizes, const std::vector<std::int64_t>& strides,
+                               const std::vector<double>& aspect_ratios,
+                               const std::vector<std::pair<std::int64_t, std::int64_t>>& grid_sizes) {
+  const char* op = "generate_anchors_legacy";
+  BH_CHECK_AS(InvalidArgument, !sizes.empty() && sizes.size() == strides.size() && sizes.size() == grid_sizes.size(),
+              "{}: {} sizes, {} strides and {} grids (one each per level, at least one)", op, sizes.size(),
+              strides.size(), grid_sizes.size());
+  BH_CHECK_AS(InvalidArgument, !aspect_ratios.empty(), "{}: no aspect ratios", op);
+  std::int64_t total = 0;
+  for (std::size_t l = 0; l < sizes.size(); ++l) {
+    BH_CHECK_AS(InvalidArgument, sizes[l] > 0 && strides[l] > 0 && grid_sizes[l].first >= 0 && grid_sizes[l].second >= 0,
+                "{}: level {} has size {}, stride {} and grid {}x{} (needs positive sizes and strides)", op, l, sizes[l],
+                strides[l], grid_sizes[l].first, grid_sizes[l].second);
+    total += grid_sizes[l].first * grid_sizes[l].second * static_cast<std::int64_t>(aspect_ratios.size());
+  }
+  Tensor out = Tensor::empty({total, 4});
+  float* p = out.data<float>();
+  for (std::size_t l = 0; l < sizes.size(); ++l) {
+    // Cell anchors in f64 as the reference's numpy code, then f32.
+    const auto stride = static_cast<double>(strides[l]);
+    const double ctr = 0.5 * (stride - 1);
+    const double scale = sizes[l] / stride;
+    std::vector<float> cell;
+    for (double r : aspect_ratios) {
+      BH_CHECK_AS(InvalidArgument, r > 0 && std::isfinite(r), "{}: aspect ratio {} must be positive", op, r);
+      const double ws = std::nearbyint(std::sqrt(stride * stride / r));
+      const double hs = std::nearbyint(ws * r);
+      // _mkanchors about the base window's centre, then _scale_enum about the new one's (the same).
+      const double x1 = ctr - 0.5 * (ws - 1), y1 = ctr - 0.5 * (hs - 1);
+      const double w = ws * scale, h = hs * scale;
+      const double cx = x1 + 0.5 * (ws - 1), cy = y1 + 0.5 * (hs - 1);
+      for (double v : {cx - 0.5 * (w - 1), cy - 0.5 * (h - 1), cx + 0.5 * (w - 1), cy + 0.5 * (h - 1)})
+        cell.push_back(static_cast<float>(v));
+    }
+    const auto [gh, gw] = grid_sizes[l];
+    for (std::int64_t y = 0; y < gh; ++y)
+      for (std::int64_t x = 0; x < gw; ++x) {
+        const auto sx = static_cast<float>(x * strides[l]), sy = static_cast<float>(y * strides[l]);
+        for (std::size_t a = 0; a < cell.size(); a += 4) {
+          *p++ = sx + cell[a];
+          *p++ = sy + cell[a + 1];
+          *p++ = sx + cell[a + 2];
+          *p++ = sy + cell[a + 3];
+        }
+      }
+  }
+  return out;
+}
+
+Tensor anchor_visibility(const Tensor& anchors, std::int64_t image_h, std::int64_t image_w, float straddle_thresh) {
+  BH_CHECK_AS(InvalidArgument, anchors.defined() && anchors.dim() == 2 && anchors.size(1) == 4,
+              "anchor_visibility: anchors must be [A, 4], got {}",
+              anchors.defined() ? anchors.describe() : std::string("undefined"));
+  const Tensor a = host_f32(anchors);
+  const std::int64_t A = a.size(0);
+  Tensor out = Tensor::empty({A}, DType::u8);
+  const float t = straddle_thresh, w = static_cast<float>(image_w), h = static_cast<float>(image_h);
+  for (std::int64_t i = 0; i < A; ++i) {
+    const float* b = a.data<float>() + 4 * i;
+    out.data<std::uint8_t>()[i] =
+        t < 0 || (b[0] >= -t && b[1] >= -t && b[2] < w + t && b[3] < h + t) ? 1 : 0;
+  }
+  return out;
+}
+
 Tensor nms_legacy(const Tensor& boxes, const Tensor& scores, float iou_threshold) {
   const char* op = "nms_legacy";
   BH_CHECK_AS(InvalidArgument, boxes.defined() && boxes.dim() == 2 && boxes.size(1) == 4 && boxes.dtype() == DType::f32,

@@ -269,6 +269,22 @@ Tensor mask_bce_loss_backward(const Tensor& logits, const Tensor& labels, const 
 // remove_small_boxes keeps boxes whose +1 width and height are >= min_size. torchvision has none
 // of the +1s (its functions above).
 
+/// maskrcnn_benchmark's (Detectron's) FPN anchors: level l has one size sizes[l] at stride
+/// strides[l]; its cell anchors come from the base window [0, 0, stride - 1, stride - 1] with, per
+/// aspect ratio r (height / width), ws = round(sqrt(stride^2 / r)), hs = round(ws r) (round half to
+/// even, in f64), scaled by size / stride about the centre (stride - 1) / 2, corners at centre -+
+/// (w - 1) / 2; then shifted by (x stride, y stride) for every cell, in (y, x, ratio) order, f32.
+/// grid_sizes[l] = (H_l, W_l). Returns f32 [sum_l H_l W_l R, 4] on the CPU. At stride 4, size
+/// 32 and ratio 0.5 the cell anchor is (-22, -10, 25, 13).
+Tensor generate_anchors_legacy(const std::vector<double>& sizes, const std::vector<std::int64_t>& strides,
+                               const std::vector<double>& aspect_ratios,
+                               const std::vector<std::pair<std::int64_t, std::int64_t>>& grid_sizes);
+
+/// The anchors the RPN loss may use (add_visibility_to, STRADDLE_THRESH): u8 [A], 1 where
+/// x1 >= -t, y1 >= -t, x2 < image_w + t and y2 < image_h + t; with t < 0 every anchor is visible.
+Tensor anchor_visibility(const Tensor& anchors, std::int64_t image_h, std::int64_t image_w,
+                         float straddle_thresh = 0.0f);
+
 /// torchvision-convention nms() with maskrcnn_benchmark's +1 areas (Note [Legacy box convention]):
 /// kept indices, i64 [D] on the CPU, by score (descending, ties in index order); a box is
 /// suppressed by a kept one when their +1 IoU exceeds iou_threshold.
