@@ -31,7 +31,11 @@
 /// references (sdk/src/nn/cpu/detection.cpp); CUDA: our kernels (sdk/src/nn/cuda/detection.cu),
 /// which have not yet been run on a GPU. generate_anchors, nms, batched_nms and
 /// retinanet_postprocess are host code: they run on the CPU, take CPU tensors (or copy CUDA ones
-/// to the host) and return CPU tensors.
+/// to the host) and return CPU tensors. Mask R-CNN's roi_align_forward/backward, smooth-L1 and
+/// mask loss dispatch to ops of the same names (sdk/src/nn/cpu/roi_align.cpp and
+/// maskrcnn_losses.cpp; CUDA in sdk/src/nn/cuda/, likewise not yet run on a GPU); its level
+/// mapper, anchors, proposals, sampler, post-processing, mask targets, paste and RLE are host code
+/// (sdk/src/nn/detection.cpp, proposals.cpp, masks.cpp).
 ///
 /// Precision: f32 boxes, logits and deltas (f16/bf16 logits and deltas go through f32 promotion);
 /// indices and labels i64. Loss sums accumulate in f64 across chunks.
