@@ -1,7 +1,9 @@
 // The Tensor-level API of nn/detection.hpp: argument checks, output allocation and dispatch
 // through the op registry for the per-step ops (declared with their CPU kernels in
 // nn/cpu/detection.cpp; CUDA in nn/cuda/detection.cu), and the host code: anchor generation,
-// NMS, batched NMS and RetinaNet's post-processing.
+// NMS, batched NMS and RetinaNet's post-processing; Mask R-CNN's RoIAlign, level mapper,
+// smooth-L1 and mask loss (kernels in nn/cpu/roi_align.cpp and nn/cpu/maskrcnn_losses.cpp, CUDA
+// in nn/cuda/roi_align.cu and nn/cuda/maskrcnn_losses.cu).
 //
 // Note [Host-side NMS]
 // NMS and post-processing run once per evaluated image on at most topk * levels (5000) boxes;
@@ -287,7 +289,7 @@ Tensor match_anchors(const Tensor& iou, float high, float low, bool allow_low_qu
   return call.outputs[0];
 }
 
-Tensor encode_boxes(const Tensor& gt, const Tensor& anchors, std::array<float, 4> weights) {
+Tensor encode_boxes(const Tensor& gt, const Tensor& anchors, std::array<float, 4> weights, bool legacy_plus_one) {
   const char* op = "encode_boxes";
   check_boxes(gt, op, "gt");
   check_boxes(anchors, op, "anchors");
@@ -298,11 +300,12 @@ Tensor encode_boxes(const Tensor& gt, const Tensor& anchors, std::array<float, 4
   call.inputs = {gt.contiguous(), anchors.contiguous()};
   call.outputs = {Tensor::empty({gt.size(0), 4}, DType::f32, gt.device())};
   call.attrs = coder_attrs(weights, op);
+  if (legacy_plus_one) call.attrs.set("plus_one", 1.0);
   dispatch(op, call);
   return call.outputs[0];
 }
 
-Tensor decode_boxes(const Tensor& deltas, const Tensor& anchors, std::array<float, 4> weights) {
+Tensor decode_boxes(const Tensor& deltas, const Tensor& anchors, std::array<float, 4> weights, bool legacy_plus_one) {
   const char* op = "decode_boxes";
   check_floating(deltas, op, "deltas");
   BH_CHECK_AS(InvalidArgument, deltas.dim() == 2 && deltas.size(1) == 4, "{}: deltas must be [N, 4], got {}", op,
@@ -315,6 +318,7 @@ Tensor decode_boxes(const Tensor& deltas, const Tensor& anchors, std::array<floa
   call.inputs = {deltas.contiguous(), anchors.contiguous()};
   call.outputs = {Tensor::empty({deltas.size(0), 4}, DType::f32, deltas.device())};
   call.attrs = coder_attrs(weights, op);
+  if (legacy_plus_one) call.attrs.set("plus_one", 1.0);
   dispatch(op, call);
   return call.outputs[0];
 }
@@ -457,6 +461,173 @@ Detections retinanet_postprocess(const std::vector<Tensor>& level_logits, const 
     out.labels.data<std::int64_t>()[i] = labels[k];
   }
   return out;
+}
+
+// ============================================================================================
+// Mask R-CNN: RoIAlign, level mapper, smooth-L1, mask loss
+// ============================================================================================
+
+namespace {
+
+// The op call shared by roi_align_forward and roi_align_backward: attrs and the levels tensor
+// (zeros when undefined), after the checks both directions need.
+Attrs roi_align_attrs(const RoIAlignSpec& spec, std::size_t levels, const char* op) {
+  BH_CHECK_AS(InvalidArgument, spec.pooled_h > 0 && spec.pooled_w > 0, "{}: pooled size {}x{} must be positive", op,
+              spec.pooled_h, spec.pooled_w);
+  BH_CHECK_AS(InvalidArgument, levels >= 1 && spec.spatial_scales.size() == levels,
+              "{}: {} feature levels but {} spatial scales (one per level)", op, levels, spec.spatial_scales.size());
+  Attrs a;
+  a.set("pooled_h", static_cast<double>(spec.pooled_h)).set("pooled_w", static_cast<double>(spec.pooled_w));
+  a.set("sampling_ratio", static_cast<double>(spec.sampling_ratio)).set("aligned", spec.aligned ? 1.0 : 0.0);
+  a.set("channels_last", spec.channels_last ? 1.0 : 0.0);
+  for (std::size_t l = 0; l < levels; ++l) {
+    const float s = spec.spatial_scales[l];
+    BH_CHECK_AS(InvalidArgument, s > 0 && std::isfinite(s), "{}: spatial scale {} of level {} must be positive", op, s, l);
+    a.set("scale" + std::to_string(l), s);
+  }
+  return a;
+}
+
+Tensor roi_levels_or_zeros(const Tensor& rois, const Tensor& levels, const char* op) {
+  BH_CHECK_AS(InvalidArgument, rois.defined() && rois.dim() == 2 && rois.size(1) == 5 && rois.dtype() == DType::f32,
+              "{}: rois must be f32 [K, 5] rows (batch index, x1, y1, x2, y2), got {}", op, describe_or_undefined(rois));
+  if (!levels.defined()) return Tensor::zeros({rois.size(0)}, DType::i64, rois.device());
+  check_index(levels, rois.size(0), rois, op, "levels");
+  return levels.contiguous();
+}
+
+}  // namespace
+
+Tensor roi_align_forward(const std::vector<Tensor>& features, const Tensor& rois, const Tensor& levels,
+                         const RoIAlignSpec& spec) {
+  const char* op = "roi_align_forward";
+  OpCall call;
+  call.attrs = roi_align_attrs(spec, features.size(), op);
+  call.inputs = {Tensor(), roi_levels_or_zeros(rois, levels, op)};
+  call.inputs[0] = rois.contiguous();
+  for (std::size_t l = 0; l < features.size(); ++l) {
+    check_floating(features[l], op, "features");
+    check_same_device(rois, features[l], op, "features");
+    BH_CHECK_AS(InvalidArgument, features[l].dim() == 4, "{}: level {} features must be 4-d ({}), got {}", op, l,
+                spec.channels_last ? "N, H, W, C" : "N, C, H, W", shape_str(features[l].shape()));
+    call.inputs.push_back(features[l].contiguous());
+  }
+  const Tensor& f0 = features[0];
+  const std::int64_t C = spec.channels_last ? f0.size(3) : f0.size(1), K = rois.size(0);
+  const Shape out = spec.channels_last ? Shape{K, spec.pooled_h, spec.pooled_w, C} : Shape{K, C, spec.pooled_h, spec.pooled_w};
+  call.outputs = {Tensor::empty(out, f0.dtype(), f0.device())};
+  dispatch(op, call);
+  return call.outputs[0];
+}
+
+std::vector<Tensor> roi_align_backward(const Tensor& dout, const Tensor& rois, const Tensor& levels,
+                                       const std::vector<Shape>& feature_shapes, const RoIAlignSpec& spec) {
+  const char* op = "roi_align_backward";
+  check_floating(dout, op, "dout");
+  OpCall call;
+  call.attrs = roi_align_attrs(spec, feature_shapes.size(), op);
+  check_same_device(dout, rois, op, "rois");
+  call.inputs = {dout.contiguous(), rois.contiguous(), roi_levels_or_zeros(rois, levels, op)};
+  for (const Shape& s : feature_shapes) {
+    BH_CHECK_AS(InvalidArgument, s.size() == 4, "{}: feature shapes must be 4-d, got {}", op, shape_str(s));
+    call.outputs.push_back(Tensor::empty(s, DType::f32, dout.device()));
+  }
+  dispatch(op, call);
+  return call.outputs;
+}
+
+Tensor map_roi_levels(const Tensor& rois, const LevelMapper& m) {
+  const char* op = "map_roi_levels";
+  BH_CHECK_AS(InvalidArgument,
+              rois.defined() && rois.dim() == 2 && (rois.size(1) == 4 || rois.size(1) == 5) && rois.dtype() == DType::f32,
+              "{}: rois must be f32 [K, 5] (batch, x1, y1, x2, y2) or [K, 4], got {}", op, describe_or_undefined(rois));
+  BH_CHECK_AS(InvalidArgument, m.k_min <= m.k_max && m.canonical_scale > 0,
+              "{}: levels {}..{} and canonical scale {} (needs k_min <= k_max, scale > 0)", op, m.k_min, m.k_max,
+              m.canonical_scale);
+  const Tensor h = host(rois);
+  const std::int64_t K = h.size(0), cols = h.size(1);
+  const float* p = h.data<float>() + (cols - 4);
+  std::vector<std::int64_t> out(static_cast<std::size_t>(K));
+  const float plus = m.legacy ? 1.0f : 0.0f;
+  for (std::int64_t i = 0; i < K; ++i) {
+    const float* b = p + cols * i;
+    // f32 throughout, in the order of the reference's tensor expressions.
+    const float area = (b[2] - b[0] + plus) * (b[3] - b[1] + plus);
+    const float s = std::sqrt(area);
+    const float lvl = m.legacy ? m.canonical_level + std::log2(s / m.canonical_scale + m.eps)
+                               : m.canonical_level + std::log2(s / m.canonical_scale) + m.eps;
+    const float f = std::floor(lvl);
+    const float k = std::min(std::max(f, static_cast<float>(m.k_min)), static_cast<float>(m.k_max));
+    out[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(k) - m.k_min;
+  }
+  Tensor levels = index_tensor(out);
+  return rois.device().is_cpu() ? levels : levels.to(rois.device());
+}
+
+namespace {
+
+OpCall smooth_l1_call(const Tensor& input, const Tensor& target, float beta, float scale, const char* op) {
+  check_floating(input, op, "input");
+  check_floating(target, op, "target");
+  check_same_device(input, target, op, "target");
+  BH_CHECK_AS(InvalidArgument, input.numel() == target.numel(), "{}: input {} and target {} differ in size", op,
+              shape_str(input.shape()), shape_str(target.shape()));
+  BH_CHECK_AS(InvalidArgument, beta >= 0 && std::isfinite(beta) && std::isfinite(scale),
+              "{}: beta {} must be finite and >= 0, scale {} finite", op, beta, scale);
+  OpCall call;
+  call.inputs = {input.contiguous(), target.contiguous()};
+  call.attrs.set("beta", beta).set("scale", scale);
+  return call;
+}
+
+OpCall mask_bce_call(const Tensor& logits, const Tensor& labels, const Tensor& targets, const char* op) {
+  check_floating(logits, op, "logits");
+  check_floating(targets, op, "targets");
+  BH_CHECK_AS(InvalidArgument, logits.dim() == 4 && logits.size(1) > 0, "{}: logits must be [R, C, M, M], got {}", op,
+              shape_str(logits.shape()));
+  const std::int64_t R = logits.size(0);
+  BH_CHECK_AS(InvalidArgument,
+              targets.dim() == 3 && targets.size(0) == R && targets.size(1) == logits.size(2) &&
+                  targets.size(2) == logits.size(3),
+              "{}: targets must be [{}, {}, {}] like the logits' masks, got {}", op, R, logits.size(2), logits.size(3),
+              shape_str(targets.shape()));
+  check_index(labels, R, logits, op, "labels");
+  check_same_device(logits, targets, op, "targets");
+  OpCall call;
+  call.inputs = {logits.contiguous(), labels.contiguous(), targets.contiguous()};
+  return call;
+}
+
+}  // namespace
+
+float smooth_l1_loss_forward(const Tensor& input, const Tensor& target, float beta, float scale) {
+  OpCall call = smooth_l1_call(input, target, beta, scale, "smooth_l1_loss_forward");
+  call.outputs = {Tensor::empty({1}, DType::f32, input.device())};
+  dispatch("smooth_l1_loss_forward", call);
+  return host(call.outputs[0]).data<float>()[0];
+}
+
+Tensor smooth_l1_loss_backward(const Tensor& input, const Tensor& target, float beta, float scale, float dloss) {
+  OpCall call = smooth_l1_call(input, target, beta, scale, "smooth_l1_loss_backward");
+  call.attrs.set("dloss", dloss);
+  call.outputs = {Tensor::empty(input.shape(), DType::f32, input.device())};
+  dispatch("smooth_l1_loss_backward", call);
+  return call.outputs[0];
+}
+
+float mask_bce_loss_forward(const Tensor& logits, const Tensor& labels, const Tensor& targets) {
+  OpCall call = mask_bce_call(logits, labels, targets, "mask_bce_loss_forward");
+  call.outputs = {Tensor::empty({1}, DType::f32, logits.device())};
+  dispatch("mask_bce_loss_forward", call);
+  return host(call.outputs[0]).data<float>()[0];
+}
+
+Tensor mask_bce_loss_backward(const Tensor& logits, const Tensor& labels, const Tensor& targets, float dloss) {
+  OpCall call = mask_bce_call(logits, labels, targets, "mask_bce_loss_backward");
+  call.attrs.set("dloss", dloss);
+  call.outputs = {Tensor::empty(logits.shape(), DType::f32, logits.device())};
+  dispatch("mask_bce_loss_backward", call);
+  return call.outputs[0];
 }
 
 }  // namespace benchhost::nn

@@ -7,8 +7,10 @@
 // Ops (boxes f32 [*, 4] xyxy; indices and labels i64):
 //   box_iou                      {a [N, 4], b [M, 4]} -> {iou [N, M]}
 //   match_anchors                {iou [G, A]} -> {matched i64 [A]}; attrs high, low, allow_low_quality
-//   encode_boxes                 {gt [N, 4], anchors [N, 4]} -> {deltas [N, 4]}; attrs wx, wy, ww, wh
-//   decode_boxes                 {deltas [N, 4], anchors [N, 4]} -> {boxes [N, 4]}; attrs wx, wy, ww, wh
+//   encode_boxes                 {gt [N, 4], anchors [N, 4]} -> {deltas [N, 4]}; attrs wx, wy, ww, wh,
+//                                plus_one (maskrcnn_benchmark's +1 widths)
+//   decode_boxes                 {deltas [N, 4], anchors [N, 4]} -> {boxes [N, 4]}; attrs wx, wy, ww, wh,
+//                                plus_one (+1 widths, x2 and y2 one less)
 //   retinanet_focal_loss_forward {logits [A, K], matched [A], gt_labels [G]} -> {out [2] = loss, num_fg};
 //                                attrs alpha, gamma
 //   retinanet_focal_loss_backward {same} -> {dlogits [A, K]}; attrs alpha, gamma, dloss
@@ -104,10 +106,12 @@ BH_INLINE float iou_one(const float* a, float area_a, const float* b, float area
 
 BH_INLINE float area_of(const float* b) { return (b[2] - b[0]) * (b[3] - b[1]); }
 
-BH_INLINE void encode_one(const float* g, const float* a, const std::array<float, 4>& w, float* out) {
-  const float aw = a[2] - a[0], ah = a[3] - a[1];
+// `one` is 1 for maskrcnn_benchmark's +1 widths (Note [Legacy box convention] in nn/detection.hpp),
+// else 0 (adding 0 changes no value: torchvision's results are unchanged).
+BH_INLINE void encode_one(const float* g, const float* a, const std::array<float, 4>& w, float* out, float one = 0.0f) {
+  const float aw = a[2] - a[0] + one, ah = a[3] - a[1] + one;
   const float ax = a[0] + 0.5f * aw, ay = a[1] + 0.5f * ah;
-  const float gw = g[2] - g[0], gh = g[3] - g[1];
+  const float gw = g[2] - g[0] + one, gh = g[3] - g[1] + one;
   const float gx = g[0] + 0.5f * gw, gy = g[1] + 0.5f * gh;
   out[0] = w[0] * (gx - ax) / aw;
   out[1] = w[1] * (gy - ay) / ah;
@@ -115,8 +119,8 @@ BH_INLINE void encode_one(const float* g, const float* a, const std::array<float
   out[3] = w[3] * std::log(gh / ah);
 }
 
-BH_INLINE void decode_one(const float* d, const float* a, const std::array<float, 4>& w, float* out) {
-  const float aw = a[2] - a[0], ah = a[3] - a[1];
+BH_INLINE void decode_one(const float* d, const float* a, const std::array<float, 4>& w, float* out, float one = 0.0f) {
+  const float aw = a[2] - a[0] + one, ah = a[3] - a[1] + one;
   const float cx = a[0] + 0.5f * aw, cy = a[1] + 0.5f * ah;
   const float dx = d[0] / w[0], dy = d[1] / w[1];
   const float dw = std::min(d[2] / w[2], kXformClip), dh = std::min(d[3] / w[3], kXformClip);
@@ -125,8 +129,8 @@ BH_INLINE void decode_one(const float* d, const float* a, const std::array<float
   const float hw = 0.5f * pw, hh = 0.5f * ph;
   out[0] = px - hw;
   out[1] = py - hh;
-  out[2] = px + hw;
-  out[3] = py + hh;
+  out[2] = px + hw - one;
+  out[3] = py + hh - one;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -309,13 +313,14 @@ template <bool kEncode>
 void coder_run(OpCall& call, bool parallel) {
   const std::int64_t n = coder_rows(call, kEncode ? "encode_boxes" : "decode_boxes");
   const auto w = weights_of(call.attrs);
+  const float one = call.attrs.get_bool("plus_one") ? 1.0f : 0.0f;
   const float* x = call.inputs[0].data<float>();
   const float* a = call.inputs[1].data<float>();
   float* out = call.outputs[0].data<float>();
   auto rows = [&](std::int64_t i0, std::int64_t i1) {
     for (std::int64_t i = i0; i < i1; ++i) {
-      if constexpr (kEncode) encode_one(x + 4 * i, a + 4 * i, w, out + 4 * i);
-      else decode_one(x + 4 * i, a + 4 * i, w, out + 4 * i);
+      if constexpr (kEncode) encode_one(x + 4 * i, a + 4 * i, w, out + 4 * i, one);
+      else decode_one(x + 4 * i, a + 4 * i, w, out + 4 * i, one);
     }
   };
   if (parallel) parallel_range(n, kBoxRows, rows);
@@ -329,14 +334,15 @@ void decode_tbb(OpCall& call) { coder_run<false>(call, true); }
 void encode_ref(OpCall& call) {
   const std::int64_t n = coder_rows(call, "encode_boxes");
   const auto w = weights_of(call.attrs);
+  const double one = call.attrs.get_bool("plus_one") ? 1.0 : 0.0;
   const float* g = call.inputs[0].data<float>();
   const float* a = call.inputs[1].data<float>();
   float* out = call.outputs[0].data<float>();
   for (std::int64_t i = 0; i < n; ++i) {
     const float* gi = g + 4 * i;
     const float* ai = a + 4 * i;
-    const double aw = static_cast<double>(ai[2]) - ai[0], ah = static_cast<double>(ai[3]) - ai[1];
-    const double gw = static_cast<double>(gi[2]) - gi[0], gh = static_cast<double>(gi[3]) - gi[1];
+    const double aw = static_cast<double>(ai[2]) - ai[0] + one, ah = static_cast<double>(ai[3]) - ai[1] + one;
+    const double gw = static_cast<double>(gi[2]) - gi[0] + one, gh = static_cast<double>(gi[3]) - gi[1] + one;
     out[4 * i] = static_cast<float>(w[0] * ((gi[0] + 0.5 * gw) - (ai[0] + 0.5 * aw)) / aw);
     out[4 * i + 1] = static_cast<float>(w[1] * ((gi[1] + 0.5 * gh) - (ai[1] + 0.5 * ah)) / ah);
     out[4 * i + 2] = static_cast<float>(w[2] * std::log(gw / aw));
@@ -347,6 +353,7 @@ void encode_ref(OpCall& call) {
 void decode_ref(OpCall& call) {
   const std::int64_t n = coder_rows(call, "decode_boxes");
   const auto w = weights_of(call.attrs);
+  const double one = call.attrs.get_bool("plus_one") ? 1.0 : 0.0;
   const double clip = std::log(1000.0 / 16.0);
   const float* d = call.inputs[0].data<float>();
   const float* a = call.inputs[1].data<float>();
@@ -354,14 +361,14 @@ void decode_ref(OpCall& call) {
   for (std::int64_t i = 0; i < n; ++i) {
     const float* di = d + 4 * i;
     const float* ai = a + 4 * i;
-    const double aw = static_cast<double>(ai[2]) - ai[0], ah = static_cast<double>(ai[3]) - ai[1];
+    const double aw = static_cast<double>(ai[2]) - ai[0] + one, ah = static_cast<double>(ai[3]) - ai[1] + one;
     const double cx = ai[0] + 0.5 * aw + di[0] / w[0] * aw, cy = ai[1] + 0.5 * ah + di[1] / w[1] * ah;
     const double pw = std::exp(std::min(di[2] / static_cast<double>(w[2]), clip)) * aw;
     const double ph = std::exp(std::min(di[3] / static_cast<double>(w[3]), clip)) * ah;
     out[4 * i] = static_cast<float>(cx - 0.5 * pw);
     out[4 * i + 1] = static_cast<float>(cy - 0.5 * ph);
-    out[4 * i + 2] = static_cast<float>(cx + 0.5 * pw);
-    out[4 * i + 3] = static_cast<float>(cy + 0.5 * ph);
+    out[4 * i + 2] = static_cast<float>(cx + 0.5 * pw - one);
+    out[4 * i + 3] = static_cast<float>(cy + 0.5 * ph - one);
   }
 }
 
@@ -773,11 +780,13 @@ std::vector<OpCall> match_cases(std::uint64_t seed) {
 
 std::vector<OpCall> coder_cases(std::uint64_t seed, bool encode) {
   std::vector<OpCall> out;
-  for (auto [n, wx, ww] : {std::tuple{9, 1.0, 1.0}, std::tuple{5000, 10.0, 5.0}}) {
+  for (auto [n, wx, ww, plus_one] : {std::tuple{9, 1.0, 1.0, false}, std::tuple{5000, 10.0, 5.0, false},
+                                     std::tuple{700, 10.0, 5.0, true}}) {
     OpCall c;
     c.inputs = {encode ? case_boxes(n, seed + 3) : case_tensor({n, 4}, seed + 3, -6.0f, 6.0f), case_boxes(n, seed + 4)};
     c.outputs = {Tensor::empty({n, 4})};
     c.attrs.set("wx", wx).set("wy", wx).set("ww", ww).set("wh", ww);
+    if (plus_one) c.attrs.set("plus_one", 1.0);
     out.push_back(std::move(c));
   }
   return out;
@@ -828,11 +837,11 @@ const bool registered =
                        "inputs {iou [G, A]}, outputs {matched i64 [A]: GT index, -1 below low, -2 between}; attrs "
                        "high, low, allow_low_quality",
                        match_cases, 0.0, 0.0, match_tbb, match_ref)) &&
-    register_op(op_def("encode_boxes", "inputs {gt [N, 4], anchors [N, 4]}, outputs {deltas [N, 4]}; attrs wx wy ww wh",
+    register_op(op_def("encode_boxes", "inputs {gt [N, 4], anchors [N, 4]}, outputs {deltas [N, 4]}; attrs wx wy ww wh plus_one",
                        [](std::uint64_t s) { return coder_cases(s, true); }, 1e-5, 1e-5, encode_tbb, encode_ref)) &&
     register_op(op_def("decode_boxes",
-                       "inputs {deltas [N, 4], anchors [N, 4]}, outputs {boxes [N, 4]}; attrs wx wy ww wh (dw, dh "
-                       "clamped at log(1000/16))",
+                       "inputs {deltas [N, 4], anchors [N, 4]}, outputs {boxes [N, 4]}; attrs wx wy ww wh plus_one (dw, "
+                       "dh clamped at log(1000/16))",
                        [](std::uint64_t s) { return coder_cases(s, false); }, 1e-3, 1e-5, decode_tbb, decode_ref)) &&
     register_op(op_def("retinanet_focal_loss_forward",
                        "inputs {logits [A, K], matched i64 [A], gt_labels i64 [G]}, outputs {[loss, num_foreground]}; "

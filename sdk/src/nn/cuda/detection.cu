@@ -48,12 +48,13 @@ __device__ __forceinline__ float iou_one(const float* a, const float* b) {
 
 struct Weights {
   float wx, wy, ww, wh;
+  float one = 0.0f;  // 1: maskrcnn_benchmark's +1 widths (attr plus_one); adding 0 changes nothing
 };
 
 __device__ __forceinline__ void encode_one(const float* g, const float* a, Weights w, float* out) {
-  const float aw = __fsub_rn(a[2], a[0]), ah = __fsub_rn(a[3], a[1]);
+  const float aw = __fadd_rn(__fsub_rn(a[2], a[0]), w.one), ah = __fadd_rn(__fsub_rn(a[3], a[1]), w.one);
   const float ax = __fadd_rn(a[0], __fmul_rn(0.5f, aw)), ay = __fadd_rn(a[1], __fmul_rn(0.5f, ah));
-  const float gw = __fsub_rn(g[2], g[0]), gh = __fsub_rn(g[3], g[1]);
+  const float gw = __fadd_rn(__fsub_rn(g[2], g[0]), w.one), gh = __fadd_rn(__fsub_rn(g[3], g[1]), w.one);
   const float gx = __fadd_rn(g[0], __fmul_rn(0.5f, gw)), gy = __fadd_rn(g[1], __fmul_rn(0.5f, gh));
   out[0] = __fdiv_rn(__fmul_rn(w.wx, __fsub_rn(gx, ax)), aw);
   out[1] = __fdiv_rn(__fmul_rn(w.wy, __fsub_rn(gy, ay)), ah);
@@ -62,7 +63,7 @@ __device__ __forceinline__ void encode_one(const float* g, const float* a, Weigh
 }
 
 __device__ __forceinline__ void decode_one(const float* d, const float* a, Weights w, float clip, float* out) {
-  const float aw = __fsub_rn(a[2], a[0]), ah = __fsub_rn(a[3], a[1]);
+  const float aw = __fadd_rn(__fsub_rn(a[2], a[0]), w.one), ah = __fadd_rn(__fsub_rn(a[3], a[1]), w.one);
   const float cx = __fadd_rn(a[0], __fmul_rn(0.5f, aw)), cy = __fadd_rn(a[1], __fmul_rn(0.5f, ah));
   const float dx = __fdiv_rn(d[0], w.wx), dy = __fdiv_rn(d[1], w.wy);
   const float dw = fminf(__fdiv_rn(d[2], w.ww), clip), dh = fminf(__fdiv_rn(d[3], w.wh), clip);
@@ -70,13 +71,14 @@ __device__ __forceinline__ void decode_one(const float* d, const float* a, Weigh
   const float hw = __fmul_rn(0.5f, __fmul_rn(expf(dw), aw)), hh = __fmul_rn(0.5f, __fmul_rn(expf(dh), ah));
   out[0] = __fsub_rn(px, hw);
   out[1] = __fsub_rn(py, hh);
-  out[2] = __fadd_rn(px, hw);
-  out[3] = __fadd_rn(py, hh);
+  out[2] = __fsub_rn(__fadd_rn(px, hw), w.one);
+  out[3] = __fsub_rn(__fadd_rn(py, hh), w.one);
 }
 
 Weights weights_of(const Attrs& a) {
   return {static_cast<float>(a.get("wx", 1.0)), static_cast<float>(a.get("wy", 1.0)),
-          static_cast<float>(a.get("ww", 1.0)), static_cast<float>(a.get("wh", 1.0))};
+          static_cast<float>(a.get("ww", 1.0)), static_cast<float>(a.get("wh", 1.0)),
+          a.get_bool("plus_one") ? 1.0f : 0.0f};
 }
 
 // ---------------------------------------------------------------------------------------------
