@@ -34,6 +34,9 @@ data::TensorDict collate_utterances(const std::vector<data::Sample>& samples) {
     t_max = std::max(t_max, s["features"].size(0));
     u_max = std::max(u_max, s["tokens"].numel());
   }
+  // Frames padded up to a multiple of 16 (see to_model_batch in workload.cpp: fewer distinct
+  // sequence lengths, fewer LSTM primitives; the padding is masked by the lengths).
+  t_max = (t_max + 15) / 16 * 16;
   Tensor features = Tensor::zeros({b, t_max, feat});
   Tensor labels = Tensor::zeros({b, u_max}, DType::i32);
   std::vector<std::int32_t> flen(static_cast<std::size_t>(b)), llen(static_cast<std::size_t>(b));

@@ -5,7 +5,8 @@
 ///
 /// Note [RNN-T batches]
 /// A batch holds "features" f32 [B, T, F] (each utterance's spliced frames, zero-padded to the
-/// batch's longest), "feature_lengths" i32 [B] (frames before padding), "labels" i32 [B, U]
+/// batch's longest rounded up to a multiple of 16 frames: fewer distinct lengths, fewer LSTM
+/// primitives to create), "feature_lengths" i32 [B] (frames before padding), "labels" i32 [B, U]
 /// (token ids, padded with 0 as the reference pads) and "label_lengths" i32 [B]. The model wants
 /// time-major [T, B, F]; the workload permutes on the device. Training features are augmented
 /// (speed perturbation, SpecAugment) from the sample's own random stream (SampleContext::rng),

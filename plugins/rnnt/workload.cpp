@@ -354,8 +354,16 @@ ModelBatch RnntWorkload::to_model_batch(const data::Batch& batch, std::int64_t b
     stacked.push_back(static_cast<std::int32_t>(stacked_length(f, model_->config().enc_stack_time_factor)));
     labels_len.push_back(static_cast<std::int32_t>(llen[i]));
   }
-  // Cut the padding to this sub-batch's longest (the reference slices the logits to max(x_lens)).
-  m.features = nn::permute_copy(features.slice(0, begin, end).slice(1, 0, std::max<std::int64_t>(1, t_max)), {1, 0, 2});
+  // Cut the padding to this sub-batch's longest (the reference slices the logits to max(x_lens)),
+  // rounded up to a multiple of kFrameQuantum frames where the batch has them: the LSTM
+  // primitives are created and cached per sequence length (Note [LSTM maths and layout]), and a
+  // new primitive per distinct length made the first epoch of the mini ten times slower than the
+  // others. The extra frames are zeros after every utterance's end: a unidirectional LSTM's
+  // earlier outputs do not see them and the loss and decoding stop at each utterance's length,
+  // so the results are the same.
+  constexpr std::int64_t kFrameQuantum = 16;
+  const std::int64_t t_keep = std::min(features.size(1), (std::max<std::int64_t>(1, t_max) + kFrameQuantum - 1) / kFrameQuantum * kFrameQuantum);
+  m.features = nn::permute_copy(features.slice(0, begin, end).slice(1, 0, t_keep), {1, 0, 2});
   m.labels = batch.tensors["labels"].slice(0, begin, end).slice(1, 0, u_max).contiguous();
   const auto n = static_cast<std::int64_t>(stacked.size());
   m.frame_lengths = Tensor::from_vector_i32(stacked, {n}).to(ctx_.device);

@@ -21,8 +21,9 @@ The mode runs on each DIR in turn (one Python start-up for several cases). DIR h
                      [B] (i32, frames before StackTime), with the weights param.<name>.bin (the
                      reference's state_dict names) and the sizes in meta.json "config"
                         -> loss.bin [1], grad.<name>.bin per parameter (autograd, float32)
-    bench_model_step times that forward + backward on DIR's arrays (--threads, --warmup,
-                     --iters); prints one JSON line {"ms": [...], "median_ms": m}
+    bench_model_step times a training step (forward, rnnt_loss, backward, clip, Adam) of the
+                     model of meta.json's "config" on random data of its "shape" [T, B, U]
+                     (--threads, --warmup, --iters); prints one JSON line {"ms": [...], "median_ms": m}
     bench_transducer_loss  times rnnt_loss forward + backward (reduction 'mean') on DIR's arrays:
                      --threads N (torch.set_num_threads), --warmup W, --iters I; prints one JSON
                      line {"ms": [...], "median_ms": m}
@@ -151,19 +152,37 @@ def mode_model_step(d, meta, args):
 
 
 def mode_bench_model_step(d, meta, args):
+    """A training step on random data of meta.json's "config" and "shape" (T, B, U): forward,
+    rnnt_loss, backward, global-norm clip 1 and an Adam step (torch has no LAMB; the step's cost
+    is the same order: a few passes over the weights)."""
     torch.set_num_threads(args.threads)
-    model, x, labels, frames, llen = model_inputs(d, meta)
+    torch.manual_seed(1)
+    c = meta["config"]
+    t, b, u = meta["shape"]
+    dev = torch.device(args.device)
+    model = PeerRnnt(c).to(dev)
+    x = torch.randn(t, b, c["in_features"]).to(dev)
+    labels = torch.randint(0, c["n_classes"] - 1, (b, u), dtype=torch.int32).to(dev)
+    frames = torch.full((b,), (t + model.factor - 1) // model.factor, dtype=torch.int32).to(dev)
+    llen = torch.full((b,), u, dtype=torch.int32).to(dev)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, eps=1e-9)
     times = []
     for i in range(args.warmup + args.iters):
         start = time.perf_counter()
-        model.zero_grad()
+        opt.zero_grad()
         loss = model_loss(model, x, labels, frames, llen)
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sync()
         elapsed = (time.perf_counter() - start) * 1e3
         if i >= args.warmup:
             times.append(elapsed)
-    print(json.dumps({"impl": "torch", "threads": args.threads, "ms": [round(t, 2) for t in times],
-                      "median_ms": round(statistics.median(times), 2), "loss": float(loss)}))
+    median = statistics.median(times)
+    print(json.dumps({"impl": "torch", "torch": torch.__version__, "device": args.device, "threads": args.threads,
+                      "ms": [round(t, 2) for t in times], "median_ms": round(median, 2),
+                      "samples_per_second": round(b * 1e3 / median, 2), "loss": float(loss)}))
 
 
 def mode_edit_distance(d, meta, args):
@@ -202,6 +221,7 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--iters", type=int, default=1)
+    p.add_argument("--device", default="cpu", help="bench_model_step: cpu or cuda")
     args = p.parse_args()
     fn = globals().get("mode_" + args.mode)
     if fn is None:
