@@ -172,7 +172,7 @@ class MllogCheckTest(unittest.TestCase):
         self.assertViolation(self.check(log), "goes back")
 
     def test_every_shipped_benchmark_is_declared(self):
-        for benchmark in ("resnet", "bert", "gpt3", "dlrm_dcnv2", "unet3d", "ssd"):
+        for benchmark in ("resnet", "bert", "gpt3", "dlrm_dcnv2", "unet3d", "ssd", "rnnt"):
             self.assertIn(benchmark, DECLARATIONS)
             self.assertTrue(DECLARATIONS[benchmark]["mlperf"]["closed_division"], benchmark)
 
