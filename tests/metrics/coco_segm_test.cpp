@@ -1,16 +1,24 @@
 // COCO segm mAP (metrics/coco_map.hpp, CocoIouType::segm): hand-built cases whose AP is worked
 // out in the comments (the IoU is the masks', not the boxes'), crowd regions, segm equal to
-// bbox when every mask is its full box, two ranks equal to one, refused masks, and MLPerf's
-// {"BBOX": b, "SEGM": s}. How to read the hand computations: see coco_map_test.cpp.
+// bbox when every mask is its full box, all 12 stats against the numpy COCOeval port of
+// tests/metrics/coco_reference.py (and pycocotools' COCOeval 'segm' where installed) on random
+// elliptic masks, two ranks equal to one, refused masks, and MLPerf's {"BBOX": b, "SEGM": s}. How to read the hand computations: see coco_map_test.cpp.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <random>
+#include <string>
 #include <thread>
+
+#include <unistd.h>
 
 #include "benchhost/error.hpp"
 #include "benchhost/metrics/coco_map.hpp"
 #include "benchhost/nn/detection.hpp"
 #include "benchhost/tensor.hpp"
+#include "common/lm_peer.hpp"
 #include "common/thread_comm.hpp"
 
 using namespace benchhost;
@@ -19,6 +27,8 @@ using metrics::CocoEvaluator;
 using metrics::CocoGroundTruth;
 using metrics::CocoIouType;
 using metrics::CocoResult;
+using metrics::kCocoAPLarge;
+using metrics::kCocoAPSmall;
 
 namespace {
 
@@ -262,4 +272,143 @@ TEST(CocoSegm, BoxAndMaskAccuracyAsMlperfLogsIt) {
   EXPECT_FALSE(acc.reached(0.377, 0.34));
   EXPECT_FALSE((metrics::CocoBoxMaskAccuracy{0.3769, 0.5}.reached(0.377, 0.339)));
   EXPECT_THROW((metrics::CocoBoxMaskAccuracy{std::nan(""), 0.3}.to_json()), InvalidArgument);
+}
+
+namespace {
+
+// Random scenes of elliptic masks in a 128 x 160 image (radii 3..60: small, medium and large
+// areas), some crowds, GT area = mask pixels (occasionally another `area` field, which the
+// ranges read), detections jittered from the GT (same or another category) or anywhere, scores
+// partly rounded (ties).
+std::vector<Scene> ellipse_scenes(int n, unsigned seed) {
+  constexpr std::int64_t H = 128, W = 160;
+  std::mt19937 rng(seed);
+  auto u = [&] { return std::uniform_real_distribution<double>(0, 1)(rng); };
+  auto ellipse = [&](double cx, double cy, double rx, double ry) {
+    return mask_of([=](std::int64_t y, std::int64_t x) {
+      const double a = (static_cast<double>(x) - cx) / rx, b = (static_cast<double>(y) - cy) / ry;
+      return a * a + b * b <= 1.0;
+    }, H, W);
+  };
+  auto score = [&] {
+    const double s = u();
+    return static_cast<float>(u() < 0.3 ? std::round(s * 10) / 10 : s);
+  };
+  std::vector<Scene> scenes;
+  for (int i = 0; i < n; ++i) {
+    Scene s{7 + 2 * i, {}, {}};
+    const int ng = static_cast<int>(u() * 5);
+    for (int g = 0; g < ng; ++g) {
+      const double cx = u() * W, cy = u() * H, rx = 3 + u() * 57, ry = 3 + u() * 57;
+      const std::int64_t cat = 1 + static_cast<std::int64_t>(u() * 4);
+      CocoGroundTruth o = gt(cat, {0, 0, 1, 1}, ellipse(cx, cy, rx, ry), u() < 0.08);
+      if (u() < 0.15) o.area *= static_cast<float>(0.3 + u());
+      s.gts.push_back(o);
+      for (int k = static_cast<int>(u() * 3); k > 0; --k) {
+        const double j = 0.3 * u();
+        s.dts.push_back(det(u() < 0.15 ? 1 + static_cast<std::int64_t>(u() * 4) : cat, {0, 0, 1, 1},
+                            ellipse(cx + j * rx * (u() - 0.5), cy + j * ry * (u() - 0.5), rx * (1 + j * (u() - 0.5)),
+                                    ry * (1 + j * (u() - 0.5))),
+                            score()));
+      }
+    }
+    if (i % 8 == 0) {  // a large object (area > 96^2) with a close detection and a loose one
+      const double rx = 60 + 10 * u(), ry = 55 + 10 * u();
+      const std::int64_t cat = 1 + static_cast<std::int64_t>(u() * 4);
+      s.gts.push_back(gt(cat, {0, 0, 1, 1}, ellipse(80, 64, rx, ry)));
+      s.dts.push_back(det(cat, {0, 0, 1, 1}, ellipse(80 + 6 * (u() - 0.5), 64, rx * (0.9 + 0.2 * u()), ry), score()));
+      s.dts.push_back(det(cat, {0, 0, 1, 1}, ellipse(70, 60, rx * 0.6, ry * 0.8), score()));
+    }
+    for (int f = static_cast<int>(u() * 3); f > 0; --f)
+      s.dts.push_back(det(1 + static_cast<std::int64_t>(u() * 4), {0, 0, 1, 1},
+                          ellipse(u() * W, u() * H, 2 + u() * 40, 2 + u() * 40), score()));
+    scenes.push_back(std::move(s));
+  }
+  return scenes;
+}
+
+// The scenes as tests/metrics/coco_reference.py reads them (iou_type segm: compressed RLE
+// strings; detections without a box, as maskrcnn_benchmark writes its segm results, so
+// loadRes takes their area from the mask).
+std::string write_segm_json(const std::vector<Scene>& scenes) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("coco_segm_test_" + std::to_string(::getpid()) + ".json")).string();
+  FILE* f = std::fopen(path.c_str(), "w");
+  auto rle = [&](const nn::Rle& m) {
+    std::string text;
+    for (const char c : nn::rle_to_string(m)) {
+      if (c == '\\') text += '\\';  // JSON escape ('"' is below '0', never written)
+      text += c;
+    }
+    std::fprintf(f, "{\"size\": [%lld, %lld], \"counts\": \"%s\"}", static_cast<long long>(m.height),
+                 static_cast<long long>(m.width), text.c_str());
+  };
+  std::fprintf(f, "{\"iou_type\": \"segm\", \"images\": [");
+  for (std::size_t i = 0; i < scenes.size(); ++i)
+    std::fprintf(f, "%s%lld", i ? ", " : "", static_cast<long long>(scenes[i].id));
+  std::fprintf(f, "], \"categories\": [1, 2, 3, 4], \"annotations\": [");
+  int ann = 0;
+  for (const Scene& s : scenes)
+    for (const auto& g : s.gts) {
+      std::fprintf(f, "%s{\"id\": %d, \"image_id\": %lld, \"category_id\": %lld, \"bbox\": [0, 0, 1, 1], \"area\": %.17g, "
+                   "\"iscrowd\": %d, \"segmentation\": ",
+                   ann ? ", " : "", ann + 1, static_cast<long long>(s.id), static_cast<long long>(g.category_id),
+                   static_cast<double>(g.area), g.iscrowd ? 1 : 0);
+      rle(g.mask);
+      std::fprintf(f, "}");
+      ++ann;
+    }
+  std::fprintf(f, "], \"detections\": [");
+  bool first = true;
+  for (const Scene& s : scenes)
+    for (const auto& d : s.dts) {
+      std::fprintf(f, "%s{\"image_id\": %lld, \"category_id\": %lld, \"score\": %.17g, \"segmentation\": ",
+                   first ? "" : ", ", static_cast<long long>(s.id), static_cast<long long>(d.category_id),
+                   static_cast<double>(d.score));
+      rle(d.mask);
+      std::fprintf(f, "}");
+      first = false;
+    }
+  std::fprintf(f, "]}\n");
+  std::fclose(f);
+  return path;
+}
+
+bool python_has(const char* module) {
+  const std::string cmd = std::string("/usr/bin/python3 -c 'import ") + module + "' >/dev/null 2>&1";
+  return std::filesystem::exists("/usr/bin/python3") && std::system(cmd.c_str()) == 0;
+}
+
+void cross_check_segm(const char* impl) {
+  const std::vector<Scene> scenes = ellipse_scenes(120, 20261126u);
+  CocoEvaluator ev(CocoIouType::segm);
+  for (const Scene& s : scenes) add(ev, s.id, s.gts, s.dts);
+  const CocoResult ours = ev.compute();
+  const std::string path = write_segm_json(scenes);
+  const std::vector<double> theirs = test_support::run_peer("/usr/bin/python3 " + std::string(BENCHHOST_SOURCE_DIR) +
+                                                            "/tests/metrics/coco_reference.py " + impl + " " + path);
+  std::remove(path.c_str());
+  ASSERT_EQ(theirs.size(), 12u);
+  for (int i = 0; i < 12; ++i) {
+    std::printf("segm stat %2d: benchhost %.15f  %s %.15f\n", i, ours.stats[i], impl, theirs[i]);
+    EXPECT_NEAR(ours.stats[i], theirs[i], 1e-9) << "stat " << i;
+  }
+  // Non-trivial: every area range has ground truth and the AP is neither 0 nor 1.
+  for (int i = kCocoAPSmall; i <= kCocoAPLarge; ++i) EXPECT_GT(ours.stats[i], 0.0) << "stat " << i;
+  EXPECT_GT(ours.map(), 0.05);
+  EXPECT_LT(ours.map(), 0.95);
+}
+
+}  // namespace
+
+TEST(CocoSegm, MatchesNumpyPortOnRandomMaskScenes) {
+  if (!python_has("numpy")) GTEST_SKIP() << "/usr/bin/python3 has no numpy: numpy COCOeval port skipped";
+  cross_check_segm("port");
+}
+
+TEST(CocoSegm, MatchesPycocotoolsOnRandomMaskScenes) {
+  if (!python_has("pycocotools, numpy"))
+    GTEST_SKIP() << "/usr/bin/python3 has no pycocotools (Debian 12 has no python3-pycocotools): pycocotools segm "
+                    "cross-check skipped; CocoSegm.MatchesNumpyPortOnRandomMaskScenes still runs";
+  cross_check_segm("pycocotools");
 }
