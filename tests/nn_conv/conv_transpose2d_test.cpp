@@ -230,6 +230,14 @@ TEST(ConvTranspose2d, MaskHeadShapeTimed) {
               ms(t0, t1), ms(t1, t2), ms(t2, t3), gmacs);
   EXPECT_EQ(y.shape(), (Shape{32, 256, 28, 28}));
   EXPECT_EQ(dx.shape(), x.shape());
+  // The same product through the 2-d convolution's backward-data (4-d oneDNN primitives): the
+  // transposed convolution is the adjoint of conv2d with the same weight read as [O, I, k, k].
+  (void)conv2d_backward_data(x, w, y.shape(), s);
+  const auto t4 = std::chrono::steady_clock::now();
+  const Tensor y2 = conv2d_backward_data(x, w, y.shape(), s);
+  const auto t5 = std::chrono::steady_clock::now();
+  std::printf("  the same as conv2d_backward_data (4-d primitives): %.1f ms\n", ms(t4, t5));
+  EXPECT_TRUE(tensors_close(conv_transpose2d_forward(x, w, Tensor(), s), y2, 1e-4, 1e-4));
 }
 
 TEST(ConvTranspose2d, CudaMatchesCpu) {
