@@ -392,7 +392,7 @@ EvalResult RetinaNetWorkload::evaluate() {
       std::vector<metrics::CocoGroundTruth> objects;
       for (std::size_t a : gt.annotations_of(*pos)) {
         const coco::CocoAnnotation& ann = gt.annotations[a];
-        objects.push_back({ann.category_id, ann.bbox, static_cast<float>(ann.area), ann.iscrowd});
+        objects.push_back({ann.category_id, ann.bbox, static_cast<float>(ann.area), ann.iscrowd, {}});
       }
       coco.add_ground_truth(id, objects);
       coco.add_detections(id, dets);

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""COCO bbox mAP reference for tests/metrics/coco_map_test.cpp.
+"""COCO bbox and segm mAP reference for tests/metrics/coco_map_test.cpp and coco_segm_test.cpp.
 
 Usage: coco_reference.py {pycocotools|port} INPUT.json
 INPUT.json: {"images": [id, ...], "categories": [id, ...],
              "annotations": [{"id", "image_id", "category_id", "bbox": [x,y,w,h], "area", "iscrowd"}],
              "detections": [{"image_id", "category_id", "bbox": [x,y,w,h], "score"}]}
 Prints the 12 COCOeval.summarize() stats as one line "[s0, s1, ...]" (repr precision).
+With "iou_type": "segm" in INPUT.json, every annotation and detection also has "segmentation":
+{"size": [h, w], "counts": STRING} (COCO's compressed RLE) and the evaluation is iouType 'segm':
+the port decodes the strings itself (maskApi.c's rleFrString read from its description) and takes
+IoUs and detection areas from the dense masks.
 
 pycocotools: the real COCOeval (exit code 3 when the module is missing).
 port: an independent numpy transcription of COCOeval's bbox path (evaluate / accumulate /
@@ -34,7 +38,7 @@ def run_pycocotools(data):
     with contextlib.redirect_stdout(sys.stderr):
         gt.createIndex()
         dt = gt.loadRes([dict(d) for d in data["detections"]])  # loadRes needs at least one
-        ev = COCOeval(gt, dt, "bbox")
+        ev = COCOeval(gt, dt, data.get("iou_type", "bbox"))
         ev.evaluate()
         ev.accumulate()
         ev.summarize()
@@ -53,6 +57,43 @@ def box_iou(d, g, crowd):
     return i / u
 
 
+def rle_string_to_mask(seg):
+    """The dense h x w mask of a compressed COCO RLE: each count is little-endian 5-bit groups
+    (+48) with a continuation bit 0x20 and a sign bit 0x10 in the last group; from the third
+    count on it is a difference to the count two before; counts alternate 0s and 1s over the
+    column-major mask."""
+    h, w = seg["size"]
+    text = seg["counts"]
+    counts, p = [], 0
+    while p < len(text):
+        x, k, more = 0, 0, True
+        while more:
+            c = ord(text[p]) - 48
+            x |= (c & 0x1F) << (5 * k)
+            more = bool(c & 0x20)
+            p += 1
+            k += 1
+            if not more and (c & 0x10):
+                x |= -1 << (5 * k)
+        if len(counts) > 2:
+            x += counts[-2]
+        counts.append(x)
+    flat = np.zeros(h * w, dtype=bool)
+    pos, value = 0, False
+    for c in counts:
+        flat[pos:pos + c] = value
+        pos += c
+        value = not value
+    assert pos == h * w, "counts do not cover the mask"
+    return flat.reshape(w, h).T
+
+
+def mask_iou(d, g, crowd):
+    i = np.count_nonzero(d & g)
+    u = np.count_nonzero(d) if crowd else np.count_nonzero(d | g)
+    return i / u if u > 0 else 0.0
+
+
 def run_port(data):
     iou_thrs = np.linspace(.5, 0.95, int(np.round((0.95 - .5) / .05)) + 1, endpoint=True)
     rec_thrs = np.linspace(.0, 1.00, int(np.round((1.00 - .0) / .01)) + 1, endpoint=True)
@@ -61,10 +102,17 @@ def run_port(data):
     img_ids = sorted(set(data["images"]))
     cat_ids = sorted(set(data["categories"]))
     gts, dts = {}, {}
+    segm = data.get("iou_type", "bbox") == "segm"
     for g in data["annotations"]:
+        if segm:
+            g = dict(g, mask=rle_string_to_mask(g["segmentation"]))
         gts.setdefault((g["image_id"], g["category_id"]), []).append(g)
     for n, d in enumerate(data["detections"]):
-        d = dict(d, id=n + 1, area=d["bbox"][2] * d["bbox"][3])
+        if segm:
+            mask = rle_string_to_mask(d["segmentation"])
+            d = dict(d, id=n + 1, mask=mask, area=float(np.count_nonzero(mask)))
+        else:
+            d = dict(d, id=n + 1, area=d["bbox"][2] * d["bbox"][3])
         dts.setdefault((d["image_id"], d["category_id"]), []).append(d)
     T, R, K, A, M = len(iou_thrs), len(rec_thrs), len(cat_ids), len(area_rngs), len(max_dets)
 
@@ -79,7 +127,10 @@ def run_port(data):
         g_ignore = [g_ignore[i] for i in gind]
         dind = np.argsort([-d["score"] for d in dt], kind="mergesort")
         dt = [dt[i] for i in dind[:max_dets[-1]]]
-        ious = [[box_iou(d["bbox"], g["bbox"], g["iscrowd"]) for g in gt] for d in dt]
+        if segm:
+            ious = [[mask_iou(d["mask"], g["mask"], g["iscrowd"]) for g in gt] for d in dt]
+        else:
+            ious = [[box_iou(d["bbox"], g["bbox"], g["iscrowd"]) for g in gt] for d in dt]
         gt_taken = np.zeros((T, len(gt)), dtype=bool)
         dt_matched = np.zeros((T, len(dt)), dtype=bool)
         dt_ignored = np.zeros((T, len(dt)), dtype=bool)

@@ -61,8 +61,10 @@ Tensor rounded(const Tensor& t, DType half) {
 // the number of half-type steps they may take: cuDNN's 3-d weight-gradient kernels in f16/bf16
 // (NDHWC, tensor ops) sum over N*D*H*W and round partial sums to the data type; on an H200
 // (results/gpu/2026-11-26) they came within 0.9 of a step where the f32 reference rounds once.
+// The 2-d transposed convolution runs the same kernels (its depth-1 view) and is given the same.
 const std::map<std::string, double> kHalfSteps = {{"conv3d_backward_weights", 4.0},
-                                                  {"conv_transpose3d_backward_weights", 4.0}};
+                                                  {"conv_transpose3d_backward_weights", 4.0},
+                                                  {"conv_transpose2d_backward_weights", 4.0}};
 
 // Half-precision rounding step: 2^-8 (bf16), 2^-11 (f16) relative.
 double half_eps(DType h) { return h == DType::bf16 ? 1.0 / 256 : 1.0 / 2048; }

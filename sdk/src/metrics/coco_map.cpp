@@ -33,6 +33,8 @@
 #include <cstring>
 #include <numeric>
 
+#include <fmt/format.h>
+
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
@@ -123,9 +125,40 @@ double box_area(const CocoDetection& d) {
   return static_cast<double>(d.box[2]) * static_cast<double>(d.box[3]);
 }
 
+// COCOeval's segm IoU: pycocotools iou() on the RLEs (nn::rle_iou), crowd over the detection.
+void mask_ious(std::span<const CocoDetection* const> dts, std::span<const CocoGroundTruth* const> gts,
+               double* out) {
+  std::vector<nn::Rle> d_rles, g_rles;
+  std::vector<bool> crowd;
+  d_rles.reserve(dts.size());
+  g_rles.reserve(gts.size());
+  for (const CocoDetection* d : dts) d_rles.push_back(d->mask);
+  for (const CocoGroundTruth* g : gts) {
+    g_rles.push_back(g->mask);
+    crowd.push_back(g->iscrowd);
+  }
+  const Tensor iou = nn::rle_iou(d_rles, g_rles, crowd);
+  std::memcpy(out, iou.data<double>(), dts.size() * gts.size() * sizeof(double));
+}
+
+double mask_area(const CocoDetection& d) { return static_cast<double>(nn::rle_area(d.mask)); }
+
+// A mask an evaluator of type segm can read: a size, and counts covering it exactly.
+std::uint64_t mask_total(const nn::Rle& m) {
+  std::uint64_t total = 0;
+  for (const std::uint32_t c : m.counts) total += c;
+  return total;
+}
+
+bool valid_mask(const nn::Rle& m) {
+  return m.height > 0 && m.width > 0 &&
+         mask_total(m) == static_cast<std::uint64_t>(m.height) * static_cast<std::uint64_t>(m.width);
+}
+
 Geometry geometry(CocoIouType type) {
   switch (type) {
     case CocoIouType::bbox: return {&box_ious, &box_area};
+    case CocoIouType::segm: return {&mask_ious, &mask_area};
   }
   BH_THROW(InvalidArgument, "coco: unknown IoU type {}", static_cast<int>(type));
 }
@@ -183,6 +216,24 @@ class Reader {
   const std::uint8_t* end_;
 };
 
+// A mask: height, width, number of counts, the counts (empty for bbox-only objects).
+void put_mask(Writer& w, const nn::Rle& m) {
+  w.put(m.height);
+  w.put(m.width);
+  w.put<std::uint64_t>(m.counts.size());
+  const auto* p = reinterpret_cast<const std::uint8_t*>(m.counts.data());
+  w.bytes.insert(w.bytes.end(), p, p + m.counts.size() * sizeof(std::uint32_t));
+}
+
+nn::Rle get_mask(Reader& r) {
+  nn::Rle m;
+  m.height = r.get<std::int64_t>();
+  m.width = r.get<std::int64_t>();
+  m.counts.resize(r.get<std::uint64_t>());
+  for (std::uint32_t& c : m.counts) c = r.get<std::uint32_t>();
+  return m;
+}
+
 // Per image: id, has-GT flag, counts, then the objects field by field.
 std::vector<std::uint8_t> serialise(const std::vector<Image>& images) {
   Writer w;
@@ -197,11 +248,13 @@ std::vector<std::uint8_t> serialise(const std::vector<Image>& images) {
       w.put(g.box);
       w.put(g.area);
       w.put<std::uint8_t>(g.iscrowd ? 1 : 0);
+      put_mask(w, g.mask);
     }
     for (const CocoDetection& d : im.dts) {
       w.put(d.category_id);
       w.put(d.box);
       w.put(d.score);
+      put_mask(w, d.mask);
     }
   }
   return std::move(w.bytes);
@@ -220,11 +273,13 @@ std::vector<Image> deserialise(const std::uint8_t* p, std::size_t n) {
       g.box = r.get<std::array<float, 4>>();
       g.area = r.get<float>();
       g.iscrowd = r.get<std::uint8_t>() != 0;
+      g.mask = get_mask(r);
     }
     for (CocoDetection& d : im.dts) {
       d.category_id = r.get<std::int64_t>();
       d.box = r.get<std::array<float, 4>>();
       d.score = r.get<float>();
+      d.mask = get_mask(r);
     }
   }
   BH_CHECK_AS(DataError, r.done(), "coco: gathered evaluation data has trailing bytes");
@@ -447,6 +502,14 @@ CategoryResult evaluate_category(const Geometry& geo, const CategoryItems& items
 
 }  // namespace
 
+// ---- CocoBoxMaskAccuracy ----
+
+std::string CocoBoxMaskAccuracy::to_json() const {
+  BH_CHECK_AS(InvalidArgument, std::isfinite(bbox) && std::isfinite(segm),
+              "coco: BBOX {} and SEGM {} must be finite to be logged", bbox, segm);
+  return fmt::format("{{\"BBOX\": {}, \"SEGM\": {}}}", bbox, segm);
+}
+
 // ---- CocoEvaluator ----
 
 CocoEvaluator::CocoEvaluator(CocoIouType iou_type) : iou_type_(iou_type) { (void)geometry(iou_type); }
@@ -475,6 +538,13 @@ void CocoEvaluator::add_ground_truth(std::int64_t image_id, std::span<const Coco
                 "values and a non-negative width, height and area",
                 i, image_id, g.box[0], g.box[1], g.box[2], g.box[3], g.area);
   }
+  if (iou_type_ == CocoIouType::segm)
+    for (std::size_t i = 0; i < objects.size(); ++i)
+      BH_CHECK_AS(InvalidArgument, valid_mask(objects[i].mask),
+                  "coco segm: ground truth {} of image {} has a {}x{} mask whose counts add up to {}: "
+                  "give every object its RLE at the image's size (rle_from_polygons for polygons, the "
+                  "annotation's RLE for crowds)",
+                  i, image_id, objects[i].mask.height, objects[i].mask.width, mask_total(objects[i].mask));
   Image& im = image(image_id);
   BH_CHECK_AS(InvalidArgument, !im.has_ground_truth, "coco: image {} already has ground truth on this rank",
               image_id);
@@ -492,6 +562,12 @@ void CocoEvaluator::add_detections(std::int64_t image_id, std::span<const CocoDe
                 "values and a non-negative width and height",
                 i, image_id, d.box[0], d.box[1], d.box[2], d.box[3], d.score);
   }
+  if (iou_type_ == CocoIouType::segm)
+    for (std::size_t i = 0; i < detections.size(); ++i)
+      BH_CHECK_AS(InvalidArgument, valid_mask(detections[i].mask),
+                  "coco segm: detection {} of image {} has a {}x{} mask whose counts add up to {}: "
+                  "give every detection its pasted mask's RLE at the image's size (paste_masks, rle_encode)",
+                  i, image_id, detections[i].mask.height, detections[i].mask.width, mask_total(detections[i].mask));
   Image& im = image(image_id);
   im.dts.insert(im.dts.end(), detections.begin(), detections.end());
   dt_count_ += static_cast<std::int64_t>(detections.size());

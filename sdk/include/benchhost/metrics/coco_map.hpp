@@ -47,18 +47,32 @@
 ///
 /// Note [IoU per image and category]
 /// Matching reads one D x G IoU matrix per (image, category) from a single function chosen by
-/// the IoU type. Only boxes exist now (CocoIouType::bbox). Segmentation for Mask R-CNN adds
-/// CocoIouType::segm, RLE masks to the two input structs, the RLE IoU (crowd: intersection over
-/// the detection's mask area) and the detection area = mask area; matching, accumulation and
-/// summary are shared unchanged.
+/// the IoU type; matching, accumulation and summary are shared unchanged.
+///   bbox  box IoU (maskApi.c bbIou); a detection's own area is its box's w * h.
+///   segm  COCOeval iouType 'segm' (Mask R-CNN's mask mAP): the IoU of the `mask` RLEs by
+///         nn::rle_iou (crowd: intersection over the detection's mask area); a detection's own
+///         area is its mask's pixel count (loadRes sets it so); the GT's `area` is still the
+///         annotation's field, as COCOeval reads it for both types. Every mask of an image must
+///         have that image's size (COCO's annToRLE / the pasted masks do); a crowd GT carries
+///         its RLE, a polygon GT the rle_from_polygons of its parts. Boxes are not read.
+/// A mask is only checked (non-empty size, counts adding up to height * width) by an evaluator
+/// of type segm; a bbox evaluator ignores it, so one set of structs can feed both evaluators.
+///
+/// Note [BBOX and SEGM]
+/// Mask R-CNN reports its MLPerf eval_accuracy as a dictionary, {"BBOX": b, "SEGM": s}, the
+/// stats[0] of a bbox and a segm evaluation of the same images (CocoBoxMaskAccuracy). The run
+/// reaches its target when both reach theirs (0.377 and 0.339 in the closed division).
 ///
 /// Threading: an evaluator is used by one thread at a time; compute() runs its work on oneTBB.
 
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "benchhost/nn/detection.hpp"  // nn::Rle
 
 namespace benchhost {
 
@@ -72,6 +86,7 @@ struct CocoGroundTruth {
   std::array<float, 4> box{};  ///< x, y, width, height
   float area = 0;              ///< the annotation's `area` (for boxes usually w*h; not recomputed)
   bool iscrowd = false;
+  nn::Rle mask;                ///< the object's mask at image size (segm only; Note [IoU per image and category])
 };
 
 /// One detection (a COCO result entry).
@@ -79,10 +94,11 @@ struct CocoDetection {
   std::int64_t category_id = 0;
   std::array<float, 4> box{};  ///< x, y, width, height
   float score = 0;
+  nn::Rle mask;  ///< the pasted mask at image size (segm only)
 };
 
 /// What the IoU of a detection and a GT is computed on (Note [IoU per image and category]).
-enum class CocoIouType : std::uint8_t { bbox };
+enum class CocoIouType : std::uint8_t { bbox, segm };
 
 /// Indices into CocoResult::stats, in COCOeval.summarize() order.
 enum CocoStat : int {
@@ -115,6 +131,16 @@ struct CocoResult {
   std::int64_t images = 0, ground_truths = 0, detections = 0;
 };
 
+/// Mask R-CNN's eval_accuracy (Note [BBOX and SEGM]).
+struct CocoBoxMaskAccuracy {
+  double bbox = 0;  ///< stats[0] of the bbox evaluation
+  double segm = 0;  ///< stats[0] of the segm evaluation
+  /// MLPerf's value, `{"BBOX": b, "SEGM": s}` (each number in its shortest round-trip form).
+  std::string to_json() const;
+  /// Both targets reached (>=).
+  bool reached(double bbox_target, double segm_target) const { return bbox >= bbox_target && segm >= segm_target; }
+};
+
 /// Accumulates ground truth and detections per image; compute() evaluates them.
 class CocoEvaluator {
  public:
@@ -123,10 +149,13 @@ class CocoEvaluator {
 
   /// Registers image `image_id` with its ground truth (possibly none). Throws InvalidArgument
   /// when this image already has ground truth on this rank, or for a non-finite box or area, a
-  /// negative width, height or area.
+  /// negative width, height or area; for segm also for a mask with no size or counts that do
+  /// not add up to height * width.
   void add_ground_truth(std::int64_t image_id, std::span<const CocoGroundTruth> objects);
   /// Appends detections of image `image_id` (before or after its ground truth). Throws
-  /// InvalidArgument for a non-finite box or score, or a negative width or height.
+  /// InvalidArgument for a non-finite box or score, or a negative width or height; for segm
+  /// also for a mask as add_ground_truth refuses it. Masks of different sizes within one image
+  /// make compute() throw InvalidArgument (from nn::rle_iou).
   void add_detections(std::int64_t image_id, std::span<const CocoDetection> detections);
 
   /// Evaluates every image added on this rank, or (comm with more than one rank) on all ranks:

@@ -84,6 +84,38 @@ void conv2d_backward_weights(const Tensor& dy, const Tensor& x, Tensor& dw, Tens
 double conv2d_macs_per_sample(const Shape& x, const Shape& w, const Conv2dSpec& spec);
 
 // ============================================================================================
+// Transposed convolution (PyTorch ConvTranspose2d: output_padding 0, dilation 1, groups 1)
+// ============================================================================================
+//
+// Mask R-CNN's mask head upsamples 14x14 RoI features to 28x28 with ConvTranspose2d(256, 256,
+// kernel 2, stride 2). The weight is PyTorch's [I, O, KH, KW] (in_channels first); the output
+// size per dimension is (in - 1) * stride - 2 * pad + k. The spec's dilation and groups must be
+// 1 (InvalidArgument otherwise). Ops: conv_transpose2d_forward, conv_transpose2d_backward_data,
+// conv_transpose2d_backward_weights; each implementation runs the 3-d transposed convolution's
+// (nn/conv3d.hpp: oneDNN deconvolution, cuDNN, plain reference) on the same memory seen with a
+// depth of 1 (Note [2-d transposed convolution as 3-d] in sdk/src/nn/conv_transpose2d_common.hpp).
+
+/// Output shape for input `x` ([N, I, H, W] or NHWC) and weight `w` ([I, O, KH, KW]). Throws
+/// InvalidArgument if the shapes do not agree or the output would be empty.
+Shape conv_transpose2d_output_shape(const Shape& x, const Shape& w, const Conv2dSpec& spec);
+
+/// y = conv_transpose(x, w) + bias. `bias` may be undefined; otherwise [O] (= w's dim 1).
+Tensor conv_transpose2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
+                                const Conv2dSpec& spec);
+
+/// dx from dy (shape of the forward output) and w; `x_shape` is the forward input's shape.
+Tensor conv_transpose2d_backward_data(const Tensor& dy, const Tensor& w, const Shape& x_shape,
+                                      const Conv2dSpec& spec);
+
+/// Accumulates dw += dL/dw ([I, O, KH, KW]) and dbias += dL/dbias ([O], may be undefined).
+void conv_transpose2d_backward_weights(const Tensor& dy, const Tensor& x, Tensor& dw,
+                                       Tensor& dbias, const Conv2dSpec& spec);
+
+/// Multiply-accumulates of one forward pass for one sample (each input element times each
+/// weight of its input channel).
+double conv_transpose2d_macs_per_sample(const Shape& x, const Shape& w, const Conv2dSpec& spec);
+
+// ============================================================================================
 // Batch normalisation (per channel, over N, H, W)
 // ============================================================================================
 
@@ -187,6 +219,35 @@ class Conv2d : public Layer {
   Parameter* bias_ = nullptr;
   Tensor x_;  // forward input (in the conv class's type), kept for the weight gradient
   Tensor w_;  // the weight in that type (Note [Layers under a precision policy])
+  DType input_dtype_ = DType::f32;
+  Tensor no_bias_grad_;
+};
+
+/// 2-d transposed convolution (Mask R-CNN's mask-head upsampling: k = stride = 2). Parameters:
+/// "weight" [I, O, KH, KW] (PyTorch's ConvTranspose2d layout; zeros here, the caller
+/// initialises it) and, by default, "bias" [O] (zeros, no weight decay). Keeps its input for
+/// backward; computes in the conv class's type of its precision policy, like Conv2d.
+class ConvTranspose2d : public Layer {
+ public:
+  ConvTranspose2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_h,
+                  std::int64_t kernel_w, const Conv2dSpec& spec, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+  const Conv2dSpec& spec() const { return spec_; }
+  Parameter& weight() { return *weight_; }
+  Parameter* bias() { return bias_; }
+  std::int64_t in_channels() const { return in_channels_; }
+  std::int64_t out_channels() const { return out_channels_; }
+  void set_input_grad(bool on) { input_grad_ = on; }
+
+ private:
+  std::int64_t in_channels_, out_channels_;
+  Conv2dSpec spec_;
+  bool input_grad_ = true;
+  Parameter* weight_ = nullptr;
+  Parameter* bias_ = nullptr;
+  Tensor x_;
+  Tensor w_;
   DType input_dtype_ = DType::f32;
   Tensor no_bias_grad_;
 };

@@ -4,7 +4,9 @@
 /// loss over the classes, L1 over the box deltas of matched anchors) with their gradients, NMS
 /// and RetinaNet's post-processing, and Mask R-CNN's ops (multi-level RoIAlign and its level
 /// mapper, smooth-L1 with beta, the mask loss; their conventions are maskrcnn_benchmark's, in the
-/// Mask R-CNN section below), as plain functions (llm.c style).
+/// Mask R-CNN section below), as plain functions (llm.c style). Elsewhere: the mask head's
+/// ConvTranspose2d (nn/conv.hpp, conv_transpose2d_*) and the segm mAP with MLPerf's
+/// {"BBOX": b, "SEGM": s} (metrics/coco_map.hpp, CocoIouType::segm, CocoBoxMaskAccuracy).
 ///
 /// Semantics are torchvision 0.14's exactly (torchvision/models/detection/anchor_utils.py,
 /// _utils.py, retinanet.py; torchvision/ops/boxes.py, focal_loss.py), which MLPerf's reference

@@ -12,6 +12,9 @@
 // ones are reordered into the blocked format the primitive asks for and back; weights are
 // passed as "any" and reordered only when the primitive's format differs from the plain one;
 // each primitive, with its reorders, is built once per (op, shapes, geometry, layout, bias).
+// The 2-d transposed convolution (conv_transpose2d_*, Mask R-CNN's mask head) is declared here
+// too and runs these implementations on its depth-1 view (Note [2-d transposed convolution as
+// 3-d] in nn/conv_transpose2d_common.hpp).
 
 #include <cstring>
 #include <type_traits>
@@ -21,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "nn/conv3d_common.hpp"
+#include "nn/conv_transpose2d_common.hpp"
 #include "nn/conv_common.hpp"
 #include "nn/cpu/conv_dnnl.hpp"
 
@@ -519,6 +523,120 @@ std::vector<OpCall> backward_weights_cases(std::uint64_t seed, bool transposed) 
   }
   return out;
 }
+
+// ---- 2-d transposed convolution (Note [2-d transposed convolution as 3-d]) ----
+
+struct Example2d {
+  Conv2dSpec spec;
+  std::int64_t in_c, out_c, kh, kw;
+  ImageDims x;
+  bool bias;
+};
+
+Conv2dSpec spec2d_of(ImageLayout layout, std::int64_t stride, std::int64_t pad) {
+  Conv2dSpec s;
+  s.stride_h = s.stride_w = stride;
+  s.pad_h = s.pad_w = pad;
+  s.layout = layout;
+  return s;
+}
+
+// Both layouts: the mask head's k2 s2 with bias (few channels, a 14x14 RoI in NCHW), k3 s2 p1,
+// k3 s1 p1, anisotropic stride / padding / kernel; the last (NHWC, 8 -> 8, no bias) is a shape
+// cuDNN runs natively in f16/bf16.
+std::vector<Example2d> examples_2d() {
+  std::vector<Example2d> v;
+  for (ImageLayout layout : {ImageLayout::nchw, ImageLayout::nhwc}) {
+    v.push_back({spec2d_of(layout, 2, 0), 4, 3, 2, 2, {3, 4, layout == ImageLayout::nchw ? 14 : 5, 5}, true});
+    v.push_back({spec2d_of(layout, 2, 1), 3, 5, 3, 3, {2, 3, 4, 3}, false});
+    v.push_back({spec2d_of(layout, 1, 1), 3, 2, 3, 3, {1, 3, 5, 4}, true});
+    Conv2dSpec mixed = spec2d_of(layout, 2, 0);
+    mixed.stride_w = 3;
+    mixed.pad_h = 1;
+    v.push_back({mixed, 2, 3, 3, 2, {2, 2, 3, 4}, false});
+  }
+  v.push_back({spec2d_of(ImageLayout::nhwc, 2, 0), 8, 8, 2, 2, {2, 8, 4, 3}, false});
+  return v;
+}
+
+Shape weight_shape_2d(const Example2d& e) { return {e.in_c, e.out_c, e.kh, e.kw}; }
+
+Shape output_shape_2d(const Example2d& e) {
+  const Conv3dGeometry g = conv_transpose2d_detail::conv_transpose2d_geometry(
+      image_shape(e.x, e.spec.layout), weight_shape_2d(e), e.spec, "example");
+  return image_shape({g.y.n, g.y.c, g.y.h, g.y.w}, e.spec.layout);
+}
+
+std::vector<OpCall> forward_cases_2d(std::uint64_t seed) {
+  std::vector<OpCall> out;
+  std::uint64_t k = 0;
+  for (const Example2d& e : examples_2d()) {
+    OpCall c;
+    c.inputs = {conv_random(image_shape(e.x, e.spec.layout), seed + 10 * k + 1),
+                conv_random(weight_shape_2d(e), seed + 10 * k + 2),
+                e.bias ? conv_random({e.out_c}, seed + 10 * k + 3) : Tensor()};
+    c.outputs = {Tensor::empty(output_shape_2d(e))};
+    c.attrs = conv_transpose2d_detail::conv_transpose2d_attrs(e.spec);
+    out.push_back(c);
+    ++k;
+  }
+  return out;
+}
+
+std::vector<OpCall> backward_data_cases_2d(std::uint64_t seed) {
+  std::vector<OpCall> out;
+  std::uint64_t k = 0;
+  for (const Example2d& e : examples_2d()) {
+    OpCall c;
+    c.inputs = {conv_random(output_shape_2d(e), seed + 10 * k + 1), conv_random(weight_shape_2d(e), seed + 10 * k + 2)};
+    c.outputs = {Tensor::empty(image_shape(e.x, e.spec.layout))};
+    c.attrs = conv_transpose2d_detail::conv_transpose2d_attrs(e.spec);
+    out.push_back(c);
+    ++k;
+  }
+  return out;
+}
+
+std::vector<OpCall> backward_weights_cases_2d(std::uint64_t seed) {
+  std::vector<OpCall> out;
+  std::uint64_t k = 0;
+  for (const Example2d& e : examples_2d()) {
+    OpCall c;
+    c.inputs = {conv_random(output_shape_2d(e), seed + 10 * k + 1),
+                conv_random(image_shape(e.x, e.spec.layout), seed + 10 * k + 2)};
+    // Accumulating outputs start from non-zero values so that "+=" is exercised.
+    c.outputs = {conv_random(weight_shape_2d(e), seed + 10 * k + 3),
+                 e.bias ? conv_random({e.out_c}, seed + 10 * k + 4) : Tensor()};
+    c.attrs = conv_transpose2d_detail::conv_transpose2d_attrs(e.spec);
+    out.push_back(c);
+    ++k;
+  }
+  return out;
+}
+
+const bool registered_2d = [] {
+  namespace d2 = conv_transpose2d_detail;
+  // Up to 4 * 9 products per output element in f32: 1e-4 as for the 3-d op.
+  register_op({"conv_transpose2d_forward",
+               "{x [N,I,H,W] or [N,H,W,I], w [I,O,KH,KW], bias [O]?} -> {y}, out = (in - 1) * stride - 2 * "
+               "pad + k; attrs stride=[h,w], pad=[h,w], layout (0 nchw, 1 nhwc)",
+               forward_cases_2d, 1e-4, 1e-4, {}});
+  register_op({"conv_transpose2d_backward_data", "{dy, w [I,O,KH,KW]} -> {dx}; attrs as conv_transpose2d_forward",
+               backward_data_cases_2d, 1e-4, 1e-4, {}});
+  register_op({"conv_transpose2d_backward_weights", "{dy, x} -> {dw +=, dbias +=?}; attrs as conv_transpose2d_forward",
+               backward_weights_cases_2d, 1e-4, 1e-4, {}});
+  register_op_impl("conv_transpose2d_forward",
+                   d2::on_3d_view(onednn_impl(onednn_accepts, onednn_forward<DeconvFamily>), d2::forward_3d));
+  register_op_impl("conv_transpose2d_backward_data",
+                   d2::on_3d_view(onednn_impl(onednn_accepts, onednn_backward_data<DeconvFamily>), d2::backward_data_3d));
+  register_op_impl("conv_transpose2d_backward_weights",
+                   d2::on_3d_view(onednn_impl(onednn_accepts, onednn_backward_weights<DeconvFamily>), d2::backward_weights_3d));
+  register_op_impl("conv_transpose2d_forward", d2::on_3d_view(reference(ref_forward, true), d2::forward_3d));
+  register_op_impl("conv_transpose2d_backward_data", d2::on_3d_view(reference(ref_backward_data, true), d2::backward_data_3d));
+  register_op_impl("conv_transpose2d_backward_weights",
+                   d2::on_3d_view(reference(ref_backward_weights, true), d2::backward_weights_3d));
+  return true;
+}();
 
 const bool registered = [] {
   // Up to 4 * 27 * 5 products per output element in f32: 1e-4 as for conv2d.

@@ -1,7 +1,9 @@
 // CUDA 3-d convolution and transposed convolution through cuDNN's legacy Nd convolution API:
 // conv3d_forward, conv3d_backward_data, conv3d_backward_weights, conv_transpose3d_forward,
 // conv_transpose3d_backward_data, conv_transpose3d_backward_weights (op contracts in
-// sdk/src/nn/conv3d_common.hpp). Not yet run on a GPU.
+// sdk/src/nn/conv3d_common.hpp), and conv_transpose2d_forward, conv_transpose2d_backward_data,
+// conv_transpose2d_backward_weights on their depth-1 views (Note [2-d transposed convolution as
+// 3-d] in sdk/src/nn/conv_transpose2d_common.hpp). Not yet run on a GPU.
 //
 // Every call runs on the convolution view (Note [Convolution view of a transposed convolution]
 // in conv3d_common.hpp): `big` is the convolution's input, `small` its output, the filter is
@@ -37,6 +39,7 @@
 #include "benchhost/nn/math_mode.hpp"
 #include "benchhost/nn/ops.hpp"
 #include "nn/conv3d_common.hpp"
+#include "nn/conv_transpose2d_common.hpp"
 #include "nn/cuda/cudnn_common.hpp"
 
 namespace benchhost::nn::cuda {
@@ -424,6 +427,17 @@ const bool registered = [] {
                    cuda_impl("cuda.cudnn", 100, backward_data<true>, accept_backward_data));
   register_op_impl("conv_transpose3d_backward_weights",
                    cuda_impl("cuda.cudnn", 100, backward_weights<true>, accept_backward_weights));
+  // Mask R-CNN's 2-d transposed convolution on its depth-1 view (Note [2-d transposed
+  // convolution as 3-d] in conv_transpose2d_common.hpp).
+  namespace d2 = conv_transpose2d_detail;
+  register_op_impl("conv_transpose2d_forward",
+                   d2::on_3d_view(cuda_impl("cuda.cudnn", 100, forward<true>, accept_forward), d2::forward_3d));
+  register_op_impl("conv_transpose2d_backward_data",
+                   d2::on_3d_view(cuda_impl("cuda.cudnn", 100, backward_data<true>, accept_backward_data),
+                                  d2::backward_data_3d));
+  register_op_impl("conv_transpose2d_backward_weights",
+                   d2::on_3d_view(cuda_impl("cuda.cudnn", 100, backward_weights<true>, accept_backward_weights),
+                                  d2::backward_weights_3d));
   return true;
 }();
 
