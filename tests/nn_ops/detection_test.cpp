@@ -27,6 +27,7 @@
 #include "benchhost/random.hpp"
 #include "benchhost/nn/registry.hpp"
 #include "common/gradcheck.hpp"
+#include "nn_ops/torchvision_peer.hpp"
 #include "nn_ops/registry_walk.hpp"
 
 namespace benchhost::nn {
@@ -34,6 +35,7 @@ namespace {
 
 using benchhost::testing::random_tensor;
 using benchhost::testing::tensors_close;
+using benchhost::testing::PeerDir;
 
 namespace fs = std::filesystem;
 
@@ -392,71 +394,10 @@ TEST(DetectionPostprocess, HandExample) {
 // torchvision (tools/peers/detection_peer.py)
 // ============================================================================================
 
-std::string python() { return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
-
-bool have_torchvision() {
-  static const bool ok =
-      std::system(fmt::format("{} -c 'import torch, torchvision' > /dev/null 2>&1", python()).c_str()) == 0;
-  return ok;
-}
-
-#define SKIP_WITHOUT_TORCHVISION() \
-  if (!have_torchvision()) GTEST_SKIP() << python() << " has no torch/torchvision: the torchvision cross-check did not run"
-
-// A scratch folder with meta.json and raw arrays for the peer.
-struct PeerDir {
-  fs::path dir;
-  std::vector<std::string> shapes;  // "name": [dims]
-  std::string extra;                // more meta fields, JSON, each ending with ", "
-
-  explicit PeerDir(const char* tag) {
-    dir = fs::temp_directory_path() / fmt::format("bh_det_{}_{}", tag, ::getpid());
-    fs::create_directories(dir);
-  }
-  ~PeerDir() { fs::remove_all(dir); }
-
-  void put(const std::string& name, const Tensor& t) {
-    const Tensor c = t.to(Device::cpu()).contiguous();
-    std::ofstream f(dir / (name + ".bin"), std::ios::binary);
-    f.write(static_cast<const char*>(c.raw_data()), static_cast<std::streamsize>(c.numel() * dtype_size(c.dtype())));
-    shapes.push_back(fmt::format("\"{}\": [{}]", name, fmt::join(c.shape(), ", ")));
-  }
-
-  // Run the peer in `mode`; false (with a test failure) if it fails.
-  bool run(const char* mode) {
-    std::ofstream(dir / "meta.json") << "{" << extra << "\"shapes\": {" << fmt::format("{}", fmt::join(shapes, ", "))
-                                     << "}}";
-    const fs::path peer = fs::path(BENCHHOST_SOURCE_DIR) / "tools" / "peers" / "detection_peer.py";
-    const std::string cmd = fmt::format("{} '{}' {} '{}' 2>&1", python(), peer.string(), mode, dir.string());
-    const int rc = std::system(cmd.c_str());
-    EXPECT_EQ(rc, 0) << cmd;
-    return rc == 0;
-  }
-
-  std::vector<char> bytes(const std::string& name) const {
-    std::ifstream f(dir / (name + ".bin"), std::ios::binary | std::ios::ate);
-    std::vector<char> v(static_cast<std::size_t>(f.tellg()));
-    f.seekg(0);
-    f.read(v.data(), static_cast<std::streamsize>(v.size()));
-    return v;
-  }
-  Tensor floats(const std::string& name, const Shape& shape) const {
-    const auto b = bytes(name);
-    std::vector<float> v(b.size() / 4);
-    std::memcpy(v.data(), b.data(), b.size());
-    return Tensor::from_vector(v, shape);
-  }
-  std::vector<std::int64_t> ints(const std::string& name) const {
-    const auto b = bytes(name);
-    std::vector<std::int64_t> v(b.size() / 8);
-    std::memcpy(v.data(), b.data(), b.size());
-    return v;
-  }
-};
 
 TEST(DetectionTorchvision, AnchorsEqualAnchorGenerator) {
   SKIP_WITHOUT_TORCHVISION();
-  PeerDir p("anchors");
+  PeerDir p("detection_peer.py", "anchors");
   const AnchorSpec spec = retinanet_anchor_spec();
   std::vector<std::string> sizes, grids;
   for (const auto& l : spec.sizes) sizes.push_back(fmt::format("[{}]", fmt::join(l, ", ")));
@@ -468,7 +409,7 @@ TEST(DetectionTorchvision, AnchorsEqualAnchorGenerator) {
   const Tensor ours = generate_anchors(spec, 800, 800, kRetinaGrids);
   EXPECT_TRUE(tensors_close(ours, p.floats("anchors", ours.shape()), 0, 0));
   // A non-square image and grids that do not divide it (strides 800 // 13 = 61, 600 // 9 = 66).
-  PeerDir q("anchors2");
+  PeerDir q("detection_peer.py", "anchors2");
   q.extra = "\"image_h\": 600, \"image_w\": 800, \"sizes\": [[32, 48], [100]], \"aspect_ratios\": [0.5, 1.0, 2.0], "
             "\"grids\": [[75, 100], [9, 13]], ";
   ASSERT_TRUE(q.run("anchors"));
@@ -482,7 +423,7 @@ TEST(DetectionTorchvision, IouMatcherAndBoxCoder) {
   SKIP_WITHOUT_TORCHVISION();
   for (bool snap : {false, true}) {
     SCOPED_TRACE(snap ? "boxes on a grid (ties)" : "random boxes");
-    PeerDir p("ops");
+    PeerDir p("detection_peer.py", "ops");
     const std::int64_t G = 9, A = 3000;
     const Tensor a = random_boxes(G, 71, 300.0f, 120.0f, snap), b = random_boxes(A, 72, 300.0f, 120.0f, snap);
     const Tensor gt = random_boxes(500, 73), ref = random_boxes(500, 74);
@@ -508,7 +449,7 @@ TEST(DetectionTorchvision, LossesAndGradientsMatchAutograd) {
   SKIP_WITHOUT_TORCHVISION();
   for (float lo : {-6.0f, -2.0f}) {
     SCOPED_TRACE(fmt::format("logits from {}", lo));
-    PeerDir p("losses");
+    PeerDir p("detection_peer.py", "losses");
     const std::int64_t A = 2000, K = 13, G = 6;
     const Tensor anchors = random_boxes(A, 81, 300.0f, 100.0f, true);
     const Tensor gt = random_boxes(G, 82, 250.0f, 100.0f, true);
@@ -542,7 +483,7 @@ TEST(DetectionTorchvision, NmsAndBatchedNmsKeepTheSameIndices) {
   for (auto [n, thr, coarse] : {std::tuple{600, 0.5f, false}, std::tuple{600, 0.3f, true}, std::tuple{3000, 0.5f, true},
                                 std::tuple{3000, 0.7f, false}}) {
     SCOPED_TRACE(fmt::format("{} boxes, threshold {}, tied scores {}", n, thr, coarse));
-    PeerDir p("nms");
+    PeerDir p("detection_peer.py", "nms");
     const Tensor boxes = random_boxes(n, 91 + static_cast<std::uint64_t>(n), 500.0f, 150.0f);
     Tensor scores = random_tensor({n}, 92, 0.0f, 1.0f);
     if (coarse)
@@ -578,7 +519,7 @@ TEST(DetectionTorchvision, NmsAndBatchedNmsKeepTheSameIndices) {
 
 TEST(DetectionTorchvision, PostprocessMatchesRetinaNet) {
   SKIP_WITHOUT_TORCHVISION();
-  PeerDir p("post");
+  PeerDir p("detection_peer.py", "post");
   const std::int64_t K = 11;
   const std::vector<std::pair<std::int64_t, std::int64_t>> grids = {{32, 32}, {16, 16}, {8, 8}};
   AnchorSpec spec;

@@ -26,6 +26,7 @@
 #include "benchhost/nn/detection.hpp"
 #include "benchhost/random.hpp"
 #include "common/gradcheck.hpp"
+#include "nn_ops/torchvision_peer.hpp"
 
 namespace benchhost::nn {
 namespace {
@@ -34,6 +35,7 @@ using benchhost::testing::GradcheckOptions;
 using benchhost::testing::max_abs_diff;
 using benchhost::testing::random_tensor;
 using benchhost::testing::tensors_close;
+using benchhost::testing::PeerDir;
 
 namespace fs = std::filesystem;
 
@@ -630,66 +632,6 @@ TEST(MaskPaste, HandExample) {
 // torchvision and PyTorch autograd (tools/peers/maskrcnn_peer.py)
 // ============================================================================================
 
-std::string python() { return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
-
-bool have_torchvision() {
-  static const bool ok =
-      std::system(fmt::format("{} -c 'import torch, torchvision' > /dev/null 2>&1", python()).c_str()) == 0;
-  return ok;
-}
-
-#define SKIP_WITHOUT_TORCHVISION() \
-  if (!have_torchvision()) GTEST_SKIP() << python() << " has no torch/torchvision: the torchvision cross-check did not run"
-
-// A scratch folder with meta.json and raw arrays for the peer.
-struct PeerDir {
-  fs::path dir;
-  std::vector<std::string> shapes;
-  std::string extra;  // more meta fields, JSON, each ending with ", "
-
-  explicit PeerDir(const char* tag) {
-    dir = fs::temp_directory_path() / fmt::format("bh_mrcnn_{}_{}", tag, ::getpid());
-    fs::create_directories(dir);
-  }
-  ~PeerDir() { fs::remove_all(dir); }
-
-  void put(const std::string& name, const Tensor& t) {
-    const Tensor c = t.to(Device::cpu()).contiguous();
-    std::ofstream f(dir / (name + ".bin"), std::ios::binary);
-    f.write(static_cast<const char*>(c.raw_data()), static_cast<std::streamsize>(c.numel() * dtype_size(c.dtype())));
-    shapes.push_back(fmt::format("\"{}\": [{}]", name, fmt::join(c.shape(), ", ")));
-  }
-
-  bool run(const char* mode) {
-    std::ofstream(dir / "meta.json") << "{" << extra << "\"shapes\": {" << fmt::format("{}", fmt::join(shapes, ", "))
-                                     << "}}";
-    const fs::path peer = fs::path(BENCHHOST_SOURCE_DIR) / "tools" / "peers" / "maskrcnn_peer.py";
-    const std::string cmd = fmt::format("{} '{}' {} '{}' 2>&1", python(), peer.string(), mode, dir.string());
-    const int rc = std::system(cmd.c_str());
-    EXPECT_EQ(rc, 0) << cmd;
-    return rc == 0;
-  }
-
-  std::vector<char> bytes(const std::string& name) const {
-    std::ifstream f(dir / (name + ".bin"), std::ios::binary | std::ios::ate);
-    std::vector<char> v(static_cast<std::size_t>(f.tellg()));
-    f.seekg(0);
-    f.read(v.data(), static_cast<std::streamsize>(v.size()));
-    return v;
-  }
-  Tensor floats(const std::string& name, const Shape& shape) const {
-    const auto b = bytes(name);
-    std::vector<float> v(b.size() / 4);
-    std::memcpy(v.data(), b.data(), b.size());
-    return Tensor::from_vector(v, shape);
-  }
-  std::vector<std::int64_t> ints(const std::string& name) const {
-    const auto b = bytes(name);
-    std::vector<std::int64_t> v(b.size() / 8);
-    std::memcpy(v.data(), b.data(), b.size());
-    return v;
-  }
-};
 
 // torchvision.ops.roi_align on the same inputs, forward and backward, NCHW and (transposed)
 // NHWC, legacy (aligned=False, sampling 2, the reference) and the variants.
@@ -702,7 +644,7 @@ TEST(RoIAlignTorchvision, SingleLevelForwardAndBackward) {
     float scale;
   };
   const std::vector<Case> cases = {{7, 2, false, 0.25f}, {14, 2, false, 0.125f}, {5, 0, false, 0.5f}, {7, 2, true, 0.25f}};
-  PeerDir p("roi");  // one peer run for every case (each start of torch costs seconds)
+  PeerDir p("maskrcnn_peer.py", "roi");  // one peer run for every case (each start of torch costs seconds)
   const Tensor feat = random_tensor({2, 8, 40, 52}, 90);
   const Tensor rois = random_rois(64, 2, 200.0f, 150.0f, 91);
   p.put("features", feat);
@@ -752,7 +694,7 @@ TEST(RoIAlignTorchvision, SingleLevelForwardAndBackward) {
 // with legacy = false, and pooling with them gives its output and input gradients.
 TEST(RoIAlignTorchvision, MultiScaleRoIAlignForwardAndBackward) {
   SKIP_WITHOUT_TORCHVISION();
-  PeerDir p("multi");
+  PeerDir p("maskrcnn_peer.py", "multi");
   const std::int64_t N = 2, C = 4, image = 256;
   std::vector<Tensor> feats;
   std::vector<Shape> shapes;
@@ -794,7 +736,7 @@ TEST(RoIAlignTorchvision, MultiScaleRoIAlignForwardAndBackward) {
 
 TEST(RoIAlignTorchvision, LegacyLevelMapperMatchesTheReferenceFormula) {
   SKIP_WITHOUT_TORCHVISION();
-  PeerDir p("levels");
+  PeerDir p("maskrcnn_peer.py", "levels");
   Tensor rois = random_rois(2000, 1, 1300.0f, 900.0f, 110);
   // Boxes on the level boundaries: (with +1) sides 112, 224, 448 and one pixel less.
   const float sides[] = {111, 112, 223, 224, 447, 448, 895, 896};
@@ -815,7 +757,7 @@ TEST(RoIAlignTorchvision, LegacyLevelMapperMatchesTheReferenceFormula) {
 // half-pixel grid so that both sides compute the same areas exactly).
 TEST(MaskRcnnProposalsTorchvision, LegacyNmsMatchesTorchvisionOnWidenedBoxes) {
   SKIP_WITHOUT_TORCHVISION();
-  PeerDir p("nms");
+  PeerDir p("maskrcnn_peer.py", "nms");
   const std::int64_t n = 3000;
   Tensor boxes = random_rois(n, 1, 400.0f, 120.0f, 150).reshape({n, 5});
   std::vector<float> b;
@@ -845,7 +787,7 @@ TEST(MaskRcnnProposalsTorchvision, LegacyNmsMatchesTorchvisionOnWidenedBoxes) {
 // a rounding of the threshold.
 TEST(MaskPasteTorchvision, MatchesPasteMasksInImage) {
   SKIP_WITHOUT_TORCHVISION();
-  PeerDir p("paste");
+  PeerDir p("maskrcnn_peer.py", "paste");
   const std::int64_t D = 40, M = 28, H = 120, W = 160;
   const Tensor masks = random_tensor({D, M, M}, 160, -0.2f, 1.2f);
   // Boxes that start inside the image (torchvision's paste fails on a box wholly below or right of it).
@@ -878,7 +820,7 @@ TEST(MaskPasteTorchvision, MatchesPasteMasksInImage) {
 
 TEST(MaskRcnnProposalsTorchvision, LegacyBoxCoderMatchesTheReferenceFormula) {
   SKIP_WITHOUT_TORCHVISION();
-  PeerDir p("coder");
+  PeerDir p("maskrcnn_peer.py", "coder");
   const Tensor gt = random_rois(500, 1, 300.0f, 120.0f, 200).reshape({500, 5});
   const Tensor ref = random_rois(500, 1, 300.0f, 120.0f, 201).reshape({500, 5});
   std::vector<float> g, r;
@@ -912,7 +854,7 @@ TEST(MaskRcnnProposalsTorchvision, LegacyBoxCoderMatchesTheReferenceFormula) {
 TEST(MaskRcnnLossesTorch, SmoothL1AndMaskLossMatchAutograd) {
   SKIP_WITHOUT_TORCHVISION();
   const std::vector<float> betas = {1.0f / 9.0f, 1.0f};  // the RPN's and the box head's
-  PeerDir p("loss");
+  PeerDir p("maskrcnn_peer.py", "loss");
   const Tensor x = random_tensor({300, 4}, 120, -1.0f, 1.0f), t = random_tensor({300, 4}, 121, -1.0f, 1.0f);
   const std::int64_t R = 37, C = 81, M = 28;
   const Tensor z = random_tensor({R, C, M, M}, 122, -6.0f, 6.0f);
