@@ -3,7 +3,7 @@
 # (run_tests.sh), then the throughput pairs (bench_gpu.sh), each phase under its own time budget so
 # the call ends inside the device tool's 10-minute limit with everything it has. Runs on the GPU
 # machine from the repository root after tools/device/pack.sh here (carry [".device"]):
-#   bash tools/device/session.sh          # about 9 minutes at most (150 + 120 + 250 s of budgets): timeout_s 560
+#   bash tools/device/session.sh          # about 9.5 minutes at most (150 + 40 + 120 + 250 s of budgets): timeout_s 580
 #   TESTS_BUDGET=200 BENCH_BUDGET=280 WORKLOADS="resnet50 bert" bash tools/device/session.sh
 #   TESTS="test_cuda test_gpt3=*Cuda*" PROFILE_ONLY='^resnet50_benchhost_bf16$' ONLY='^gpt3' bash tools/device/session.sh
 # The device tool brings back at most 8 files, so every log goes into $OUT/bringup.tar.gz (rewritten
@@ -24,6 +24,16 @@ save
 OUT=$work/tests TEST_TIMEOUT=${TEST_TIMEOUT:-90} timeout -k 5 "${TESTS_BUDGET:-150}" bash tools/device/run_tests.sh > "$work/tests.out" 2>&1
 echo "tests phase rc=$? after $((SECONDS - t0)) s" >> "$work/phases.txt"
 save
+# The convolutions of ResNet-50 and U-Net shapes through the SDK ops, every cuDNN graph-API
+# candidate listed (bench/cudnn/bench_cudnn_conv.cpp, Note [cuDNN graph convolutions]);
+# CONV_BUDGET=0 skips it, CONV_LEGACY=1 also lists the legacy API's algorithms.
+if [ "${CONV_BUDGET:-40}" != 0 ]; then
+  ( . tools/device/env.sh >/dev/null && BENCHHOST_CUDNN_GRAPH_VERBOSE=1 timeout -k 5 "${CONV_BUDGET:-40}" \
+      "$build/bin/bench_cudnn_conv" "" "$([ "${CONV_LEGACY:-0}" = 1 ] || echo sdk)" ) \
+    > "$work/conv.csv" 2> "$work/conv_candidates.txt"
+  echo "conv phase rc=$? after $((SECONDS - t0)) s" >> "$work/phases.txt"
+  save
+fi
 # Our runs that rank their ops by device time (Note [Op times]); PROFILE_ONLY= (empty) skips it. The
 # default profiles what results/gpu/2026-11-26 left unexplained: bf16 convolutions 30-80x slower
 # than tf32, and ResNet-50 tf32 at 0.56x PyTorch.
@@ -49,6 +59,10 @@ done
 if [ -d "$work/profile" ]; then
   echo "== profile (top ops by device time)"
   for f in "$work"/profile/*.log; do echo "-- $(basename "$f")"; grep -E '^benchhost_op_times' "$f" | head -14; done
+fi
+if [ -f "$work/conv.csv" ]; then
+  echo "== convolutions (ms; conv_candidates.txt has every graph-API candidate)"; grep -E '^sdk,' "$work/conv.csv"
+  grep -m3 -E 'error|failed|Error' "$work/conv_candidates.txt"
 fi
 echo "== bench"; cat "$work/bench/summary.txt" 2>/dev/null
 cat "$work/phases.txt"

@@ -25,13 +25,16 @@
 // natively where cuDNN's tensor-op kernels surely apply (NDHWC, channel counts multiples of 8,
 // no bias: Note [Half-precision convolutions] in conv_cudnn.cpp), else through f32 promotion.
 // Plans (descriptors, chosen algorithm, workspace size) are built once per shape and cached
-// (Note [Convolution plans] in conv_cudnn.cpp).
+// (Note [Convolution plans] in conv_cudnn.cpp). NDHWC calls without bias of the dtypes
+// BENCHHOST_CUDNN_GRAPH names (f16 and bf16 by default) go through cuDNN's graph API instead
+// (Note [cuDNN graph convolutions] in cudnn_graph_conv.hpp), where it has a plan for them.
 
 #include <fmt/format.h>
 
 #include <climits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -41,6 +44,7 @@
 #include "nn/conv3d_common.hpp"
 #include "nn/conv_transpose2d_common.hpp"
 #include "nn/cuda/cudnn_common.hpp"
+#include "nn/cuda/cudnn_graph_conv.hpp"
 
 namespace benchhost::nn::cuda {
 namespace {
@@ -246,6 +250,46 @@ Tensor filter_of(const Plan& p, const Tensor& w, cudnnHandle_t h) {
   return t;
 }
 
+// The convolution view of a call as a graph-API problem (channels-last volumes and filters), or
+// nothing where it goes through the legacy API.
+std::optional<graph::ConvProblem> graph_problem(graph::ConvKind kind, const Conv3dGeometry& g,
+                                                const Conv3dSpec& s, DType dtype, bool bias) {
+  if (bias || s.layout != VolumeLayout::ndhwc || !graph::enabled_for(dtype)) return std::nullopt;
+  const VolumeDims &b = g.big(), &sm = g.small();
+  graph::ConvProblem p;
+  p.kind = kind;
+  p.dtype = dtype;
+  p.tf32 = tf32_enabled();
+  p.x_dims = {b.n, b.c, b.d, b.h, b.w};
+  p.y_dims = {sm.n, sm.c, sm.d, sm.h, sm.w};
+  p.w_dims = {sm.c, b.c, g.kd, g.kh, g.kw};
+  p.x_strides = graph::channels_last_strides(p.x_dims);
+  p.y_strides = graph::channels_last_strides(p.y_dims);
+  p.w_strides = graph::channels_last_strides(p.w_dims);
+  p.pad = {s.pad_d, s.pad_h, s.pad_w};
+  p.stride = {s.stride_d, s.stride_h, s.stride_w};
+  p.dilation = {1, 1, 1};
+  return p;
+}
+
+// [K, C, k...] filters <-> their channels-last copy: to = from (beta 0) or to += from (beta 1).
+void transform_filter(cudnnHandle_t h, const Tensor& from, bool from_last, const Tensor& to,
+                      float beta) {
+  const cudnnDataType_t type = cudnn_dtype(from.dtype());
+  TensorDesc plain, last;
+  set_5d(plain, from.size(0), from.size(1), from.size(2), from.size(3), from.size(4), false, type);
+  set_5d(last, from.size(0), from.size(1), from.size(2), from.size(3), from.size(4), true, type);
+  const float one = 1.0f;
+  BH_CHECK_CUDNN(cudnnTransformTensor(h, &one, from_last ? last.d : plain.d, from.raw_data(), &beta,
+                                      from_last ? plain.d : last.d, to.raw_data()));
+}
+
+Tensor filter_last(const Tensor& w, cudnnHandle_t h) {
+  Tensor t = Tensor::empty(w.shape(), w.dtype(), w.device());
+  transform_filter(h, w, false, t, 0.0f);
+  return t;
+}
+
 // big -> small (conv3d forward, conv_transpose3d backward-data).
 void run_forward(const Plan& p, const Tensor& big, const Tensor& w, Tensor& small,
                  cudnnHandle_t h) {
@@ -270,6 +314,26 @@ void run_backward_data(const Plan& p, const Tensor& small, const Tensor& w, Tens
       p.big.d, big.raw_data()));
 }
 
+// big -> small and small -> big through the graph API where it takes the call, else the legacy
+// API's plan.
+void big_to_small(const Conv3dGeometry& g, const Conv3dSpec& s, const Tensor& big, const Tensor& w,
+                  Tensor& small, cudnnHandle_t h) {
+  if (auto gp = graph_problem(graph::ConvKind::forward, g, s, big.dtype(), false)) {
+    const Tensor wf = filter_last(w, h);
+    if (graph::run(*gp, h, big.device(), big.raw_data(), wf.raw_data(), small.raw_data())) return;
+  }
+  run_forward(plan_for(Direction::forward, g, s, big.dtype(), h), big, w, small, h);
+}
+
+void small_to_big(const Conv3dGeometry& g, const Conv3dSpec& s, const Tensor& small,
+                  const Tensor& w, Tensor& big, cudnnHandle_t h) {
+  if (auto gp = graph_problem(graph::ConvKind::backward_data, g, s, small.dtype(), false)) {
+    const Tensor wf = filter_last(w, h);
+    if (graph::run(*gp, h, small.device(), big.raw_data(), wf.raw_data(), small.raw_data())) return;
+  }
+  run_backward_data(plan_for(Direction::backward_data, g, s, small.dtype(), h), small, w, big, h);
+}
+
 Conv3dGeometry geometry_of(const OpCall& call, const Shape& x_shape, const Shape& w_shape,
                            bool transposed, const char* op) {
   return conv3d_detail::conv3d_geometry(x_shape, w_shape, conv3d_detail::conv3d_spec(call.attrs),
@@ -290,10 +354,16 @@ void forward(OpCall& call) {
               shape_str(volume_shape(g.y, s.layout)));
   set_device_of(x);
   cudnnHandle_t h = cudnn_handle();
-  if (!Transposed)
-    run_forward(plan_for(Direction::forward, g, s, x.dtype(), h), x, w, y, h);
-  else
-    run_backward_data(plan_for(Direction::backward_data, g, s, x.dtype(), h), x, w, y, h);
+  if (bias.defined()) {  // the legacy API, whose plan has the bias descriptor
+    if (!Transposed)
+      run_forward(plan_for(Direction::forward, g, s, x.dtype(), h), x, w, y, h);
+    else
+      run_backward_data(plan_for(Direction::backward_data, g, s, x.dtype(), h), x, w, y, h);
+  } else if (!Transposed) {
+    big_to_small(g, s, x, w, y, h);
+  } else {
+    small_to_big(g, s, x, w, y, h);
+  }
   if (bias.defined()) {
     const Plan& p = plan_for(Transposed ? Direction::backward_data : Direction::forward, g, s,
                              x.dtype(), h);
@@ -317,9 +387,9 @@ void backward_data(OpCall& call) {
   set_device_of(dy);
   cudnnHandle_t h = cudnn_handle();
   if (!Transposed)
-    run_backward_data(plan_for(Direction::backward_data, g, s, dy.dtype(), h), dy, w, dx, h);
+    small_to_big(g, s, dy, w, dx, h);
   else
-    run_forward(plan_for(Direction::forward, g, s, dy.dtype(), h), dy, w, dx, h);
+    big_to_small(g, s, dy, w, dx, h);
 }
 
 // {dy, x} -> {dw +=, dbias +=?}
@@ -336,18 +406,26 @@ void backward_weights(OpCall& call) {
               shape_str(volume_shape(g.y, s.layout)));
   set_device_of(dy);
   cudnnHandle_t h = cudnn_handle();
-  const Plan& p = plan_for(Direction::backward_filter, g, s, dy.dtype(), h);
   // The convolution view: big = x (conv) or dy (transposed); small-gradient = dy or x.
   const Tensor& big = Transposed ? dy : x;
   const Tensor& small = Transposed ? x : dy;
-  Tensor ws = workspace(p, dy);
   const float one = 1.0f, zero = 0.0f;
-  const auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo);
   // Accumulate into dw (beta = 1), or for an f32 master gradient of half images compute in the
   // half type and add in f32 (Note [Half-precision convolutions] in conv_cudnn.cpp).
   const bool master_f32 = dw.dtype() != dy.dtype();
   const Tensor into = master_f32 ? Tensor::empty(dw.shape(), dy.dtype(), dw.device()) : dw;
   const float* beta = master_f32 ? &zero : &one;
+  if (auto gp = graph_problem(graph::ConvKind::backward_filter, g, s, dy.dtype(), dbias.defined())) {
+    Tensor dw_last = Tensor::empty(dw.shape(), dy.dtype(), dw.device());
+    if (graph::run(*gp, h, dy.device(), big.raw_data(), dw_last.raw_data(), small.raw_data())) {
+      transform_filter(h, dw_last, true, into, *beta);
+      if (master_f32) add_(dw, cast(into, dw.dtype()));
+      return;
+    }
+  }
+  const Plan& p = plan_for(Direction::backward_filter, g, s, dy.dtype(), h);
+  Tensor ws = workspace(p, dy);
+  const auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo);
   if (!p.ndhwc) {
     BH_CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, p.big.d, big.raw_data(), p.small.d,
                                                   small.raw_data(), p.conv.d, algo, ptr(ws),

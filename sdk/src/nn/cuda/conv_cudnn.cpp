@@ -18,6 +18,11 @@
 // per group multiples of 8; a bias (f32) or any other shape goes through the registry's f32
 // promotion (Note [Half-precision promotion]), e.g. a 1- or 3-channel stem convolution.
 //
+// Which API: channels-last calls without bias, of the dtypes BENCHHOST_CUDNN_GRAPH names (f16 and
+// bf16 by default), go through cuDNN's graph API, where the legacy API has no fast engine for
+// them (Note [cuDNN graph convolutions] in cudnn_graph_conv.hpp); the rest, and any problem the
+// graph API has no plan for, through the legacy API below.
+//
 // Note [Convolution plans]
 // Descriptors and the algorithm are chosen once per (direction, shapes, parameters, layout,
 // device, math mode) and cached: cudnnFindConvolution*Algorithm benchmarks every algorithm the
@@ -30,6 +35,7 @@
 #include <climits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -38,6 +44,7 @@
 #include "benchhost/nn/ops.hpp"
 #include "nn/conv_common.hpp"
 #include "nn/cuda/cudnn_common.hpp"
+#include "nn/cuda/cudnn_graph_conv.hpp"
 
 namespace benchhost::nn::cuda {
 namespace {
@@ -232,6 +239,48 @@ Tensor filter_of(const ConvPlan& p, const Tensor& w, cudnnHandle_t h) {
   return t;
 }
 
+// The call as a graph-API problem in channels-last (KRSC filters), or nothing where it goes through
+// the legacy API (see the file's comment).
+std::optional<graph::ConvProblem> graph_problem(graph::ConvKind kind, const ConvGeometry& g,
+                                                const Conv2dSpec& s, DType dtype, bool bias) {
+  if (bias || s.layout != ImageLayout::nhwc || s.groups != 1 || !graph::enabled_for(dtype))
+    return std::nullopt;
+  graph::ConvProblem p;
+  p.kind = kind;
+  p.dtype = dtype;
+  p.tf32 = tf32_enabled();
+  p.x_dims = {g.x.n, g.x.c, g.x.h, g.x.w};
+  p.y_dims = {g.y.n, g.y.c, g.y.h, g.y.w};
+  p.w_dims = {g.out_channels, g.x.c, g.kh, g.kw};
+  p.x_strides = graph::channels_last_strides(p.x_dims);
+  p.y_strides = graph::channels_last_strides(p.y_dims);
+  p.w_strides = graph::channels_last_strides(p.w_dims);
+  p.pad = {s.pad_h, s.pad_w};
+  p.stride = {s.stride_h, s.stride_w};
+  p.dilation = {s.dilation_h, s.dilation_w};
+  return p;
+}
+
+// OIHW weights <-> their OHWI (KRSC) copy: to = from (beta 0) or to += from (beta 1).
+void transform_filter(cudnnHandle_t h, const Tensor& from, bool from_last, const Tensor& to,
+                      float beta) {
+  const cudnnDataType_t type = cudnn_dtype(from.dtype());
+  TensorDesc plain, last;
+  const int o = checked_int(from.size(0), "O"), i = checked_int(from.size(1), "I"),
+            kh = checked_int(from.size(2), "KH"), kw = checked_int(from.size(3), "KW");
+  BH_CHECK_CUDNN(cudnnSetTensor4dDescriptor(plain.d, CUDNN_TENSOR_NCHW, type, o, i, kh, kw));
+  BH_CHECK_CUDNN(cudnnSetTensor4dDescriptor(last.d, CUDNN_TENSOR_NHWC, type, o, i, kh, kw));
+  const float one = 1.0f;
+  BH_CHECK_CUDNN(cudnnTransformTensor(h, &one, from_last ? last.d : plain.d, from.raw_data(), &beta,
+                                      from_last ? plain.d : last.d, to.raw_data()));
+}
+
+Tensor filter_last(const Tensor& w, cudnnHandle_t h) {
+  Tensor t = Tensor::empty(w.shape(), w.dtype(), w.device());
+  transform_filter(h, w, false, t, 0.0f);
+  return t;
+}
+
 void forward(OpCall& call) {
   const Conv2dSpec s = conv_detail::conv_spec(call.attrs);
   const Tensor &x = call.inputs[0], &w = call.inputs[1];
@@ -243,6 +292,10 @@ void forward(OpCall& call) {
               shape_str(image_shape(g.y, s.layout)));
   set_device_of(x);
   cudnnHandle_t h = cudnn_handle();
+  if (auto gp = graph_problem(graph::ConvKind::forward, g, s, x.dtype(), bias.defined())) {
+    const Tensor wf = filter_last(w, h);
+    if (graph::run(*gp, h, x.device(), x.raw_data(), wf.raw_data(), y.raw_data())) return;
+  }
   const ConvPlan& p = plan_for(Direction::forward, g, s, x.dtype(), h);
   const Tensor wf = filter_of(p, w, h);
   Tensor ws = workspace(p, x);
@@ -265,6 +318,10 @@ void backward_data(OpCall& call) {
               shape_str(image_shape(g.y, s.layout)));
   set_device_of(dy);
   cudnnHandle_t h = cudnn_handle();
+  if (auto gp = graph_problem(graph::ConvKind::backward_data, g, s, dy.dtype(), false)) {
+    const Tensor wf = filter_last(w, h);
+    if (graph::run(*gp, h, dy.device(), dx.raw_data(), wf.raw_data(), dy.raw_data())) return;
+  }
   const ConvPlan& p = plan_for(Direction::backward_data, g, s, dy.dtype(), h);
   const Tensor wf = filter_of(p, w, h);
   Tensor ws = workspace(p, dy);
@@ -286,15 +343,24 @@ void backward_weights(OpCall& call) {
               shape_str(image_shape(g.y, s.layout)));
   set_device_of(dy);
   cudnnHandle_t h = cudnn_handle();
-  const ConvPlan& p = plan_for(Direction::backward_filter, g, s, dy.dtype(), h);
-  Tensor ws = workspace(p, dy);
   const float one = 1.0f, zero = 0.0f;
-  const auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo);
   // The gradient accumulates into dw (beta = 1), or, for the f32 master gradient of half images
   // (Note [Half-precision convolutions]), goes into a half-type scratch that is then added in f32.
   const bool master_f32 = dw.dtype() != dy.dtype();
   const Tensor into = master_f32 ? Tensor::empty(dw.shape(), dy.dtype(), dw.device()) : dw;
   const float* beta = master_f32 ? &zero : &one;
+  if (auto gp = graph_problem(graph::ConvKind::backward_filter, g, s, dy.dtype(), dbias.defined())) {
+    // Computed in OHWI, then transformed into OIHW.
+    Tensor dw_ohwi = Tensor::empty(dw.shape(), dy.dtype(), dw.device());
+    if (graph::run(*gp, h, dy.device(), x.raw_data(), dw_ohwi.raw_data(), dy.raw_data())) {
+      transform_filter(h, dw_ohwi, true, into, *beta);
+      if (master_f32) add_(dw, cast(into, dw.dtype()));
+      return;
+    }
+  }
+  const ConvPlan& p = plan_for(Direction::backward_filter, g, s, dy.dtype(), h);
+  Tensor ws = workspace(p, dy);
+  const auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo);
   if (!p.nhwc) {
     BH_CHECK_CUDNN(cudnnConvolutionBackwardFilter(h, &one, p.x.d, x.raw_data(), p.y.d,
                                                   dy.raw_data(), p.conv.d, algo, ptr(ws),
