@@ -138,7 +138,8 @@ void Rnnt::backward(const Tensor& dlogits) {
   // Prediction network.
   const Tensor ddec = nn::permute_copy(joint_pred_->backward(dg), {1, 0, 2});
   const Tensor demb = nn::permute_copy(dec_rnn_->backward(ddec), {1, 0, 2});  // [B, U+1, P]
-  if (labels_ > 0) embed_->backward(demb.slice(1, 1, labels_ + 1).contiguous());
+  // The labels' rows (after SOS), copied by the split op: a strided slice cannot be copied on a device.
+  if (labels_ > 0) embed_->backward(nn::split(demb, {1, labels_}, 1)[1]);
   // Encoder.
   const Tensor denc = nn::permute_copy(joint_enc_->backward(df), {1, 0, 2});
   const Tensor dstacked = post_rnn_->backward(denc);
@@ -167,8 +168,9 @@ std::vector<std::vector<std::int32_t>> Rnnt::greedy_decode(const Tensor& x, cons
   BH_CHECK_AS(InvalidArgument, static_cast<std::int64_t>(lengths.size()) == b,
               "rnnt greedy_decode: {} lengths for a batch of {}", lengths.size(), b);
   const Device dev = x.device();
-  const Tensor f = encode(x);  // [B, T', J]
-  const std::int64_t t_max = f.size(1), v = config_.n_classes, blank = config_.blank();
+  // Time-major, so that each frame's rows are one contiguous block (no strided copy on a device).
+  const Tensor f = nn::permute_copy(encode(x), {1, 0, 2});  // [T', B, J]
+  const std::int64_t t_max = f.size(0), v = config_.n_classes, blank = config_.blank();
   std::vector<std::int64_t> len(static_cast<std::size_t>(b));
   for (std::int64_t i = 0; i < b; ++i)
     len[i] = std::min(t_max, stacked_length(lengths[static_cast<std::size_t>(i)], config_.enc_stack_time_factor));
@@ -190,7 +192,7 @@ std::vector<std::vector<std::int32_t>> Rnnt::greedy_decode(const Tensor& x, cons
       any = any || active[i];
     }
     if (!any) continue;
-    const Tensor f_t = f.select(1, t).contiguous();  // [B, J]
+    const Tensor f_t = f.select(0, t);  // [B, J]
     for (std::int64_t sym = 0; sym < max_symbols_per_step; ++sym) {
       const std::vector<float> logits = joint_step(f_t, cur.g).to(Device::cpu()).to_float_vector();
       bool emitted = false;
