@@ -292,8 +292,11 @@ TEST(CudaFp8, Fp8OutputWithScaleAndCublasAmax) {
   nn::dispatch("matmul_fp8", cpu);
   nn::dispatch("matmul_fp8", gpu);
   EXPECT_TRUE(close(host(gpu.outputs[0]), host(cpu.outputs[0]), 0.02, 0.13));  // e4m3 step: 1/8 relative
+  // The amax is of the f32 result before the e4m3 rounding. Hopper's fp8 tensor cores add
+  // products with fewer bits than f32 (an H100 came 7.8e-5 relative from the CPU's f32 sum of 64
+  // products, an H200 within 1e-5), so 5e-4: still far below one e4m3 step (1/8).
   const float want = host(cpu.outputs[1])[0], got = host(gpu.outputs[1])[0];
-  EXPECT_NEAR(got, want, 1e-5 * want);
+  EXPECT_NEAR(got, want, 5e-4 * want);
 }
 
 TEST(CudaFp8, UnsupportedShapesAreRefusedWithAReason) {

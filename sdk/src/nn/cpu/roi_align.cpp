@@ -426,7 +426,10 @@ const bool registered =
     register_op(OpDef{"roi_align_forward", kForwardDoc, [](std::uint64_t s) { return roi_cases(s, false); }, 1e-6, 1e-5,
                       {OpImpl{"cpu.tbb", DeviceType::cpu, 50, accepts, forward_tbb, false},
                        OpImpl{"cpu.ref", DeviceType::cpu, 0, nullptr, forward_ref, true}}}) &&
-    register_op(OpDef{"roi_align_backward", kBackwardDoc, [](std::uint64_t s) { return roi_cases(s, true); }, 1e-6,
+    // The backward scatter-adds up to 4 * sampling^2 contributions of many RoIs into each feature
+    // element, atomically in a different order on a GPU: an element where contributions cancel
+    // keeps the absolute rounding of the larger terms (H100: 2.4e-6 on 0.0154).
+    register_op(OpDef{"roi_align_backward", kBackwardDoc, [](std::uint64_t s) { return roi_cases(s, true); }, 1e-5,
                       1e-5,
                       {OpImpl{"cpu.tbb", DeviceType::cpu, 50, accepts, backward_tbb, false},
                        OpImpl{"cpu.ref", DeviceType::cpu, 0, nullptr, backward_ref, true}}});
