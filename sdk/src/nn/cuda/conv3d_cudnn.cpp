@@ -22,8 +22,9 @@
 // kernels want are channels-last (K, KD, KH, KW, C), so the weights are transformed into a
 // scratch copy with cudnnTransformTensor and the weight gradient computed channels-last and
 // transformed back. f32 accumulation; TF32 tensor-op kernels only when tf32_enabled(). f16/bf16
-// natively where cuDNN's tensor-op kernels surely apply (NDHWC, channel counts multiples of 8,
-// no bias: Note [Half-precision convolutions] in conv_cudnn.cpp), else through f32 promotion.
+// natively where cuDNN's tensor-op kernels surely apply (NDHWC, channel counts multiples of 8:
+// Note [Half-precision convolutions] in conv_cudnn.cpp; a bias is added in the half type and its
+// gradient summed into an f32 dbias, as there), else through f32 promotion.
 // Plans (descriptors, chosen algorithm, workspace size) are built once per shape and cached
 // (Note [Convolution plans] in conv_cudnn.cpp). NDHWC calls without bias of the dtypes
 // BENCHHOST_CUDNN_GRAPH names (f16 and bf16 by default) go through cuDNN's graph API instead
@@ -314,6 +315,17 @@ void run_backward_data(const Plan& p, const Tensor& small, const Tensor& w, Tens
       p.big.d, big.raw_data()));
 }
 
+// y += bias for half NDHWC y and an f32 or half bias; dbias += the sum of half dy over all but its
+// channel dim (Note [Half-precision convolutions] in conv_cudnn.cpp).
+void add_half_bias(Tensor& y, const Tensor& bias) {
+  add_(y, bias.dtype() == y.dtype() ? bias : cast(bias, y.dtype()));
+}
+void add_half_bias_grad(const Tensor& dbias, const Tensor& dy) {
+  const Tensor sum = sum_to_shape(dy, dbias.shape());
+  Tensor d = dbias;
+  add_(d, sum.dtype() == d.dtype() ? sum : cast(sum, d.dtype()));
+}
+
 // big -> small and small -> big through the graph API where it takes the call, else the legacy
 // API's plan.
 void big_to_small(const Conv3dGeometry& g, const Conv3dSpec& s, const Tensor& big, const Tensor& w,
@@ -354,7 +366,8 @@ void forward(OpCall& call) {
               shape_str(volume_shape(g.y, s.layout)));
   set_device_of(x);
   cudnnHandle_t h = cudnn_handle();
-  if (bias.defined()) {  // the legacy API, whose plan has the bias descriptor
+  const bool half_bias = bias.defined() && is_half(x.dtype());
+  if (bias.defined() && !half_bias) {  // the legacy API, whose plan has the bias descriptor
     if (!Transposed)
       run_forward(plan_for(Direction::forward, g, s, x.dtype(), h), x, w, y, h);
     else
@@ -364,7 +377,9 @@ void forward(OpCall& call) {
   } else {
     small_to_big(g, s, x, w, y, h);
   }
-  if (bias.defined()) {
+  if (half_bias) {
+    add_half_bias(y, bias);
+  } else if (bias.defined()) {
     const Plan& p = plan_for(Transposed ? Direction::backward_data : Direction::forward, g, s,
                              x.dtype(), h);
     const float one = 1.0f;
@@ -415,11 +430,13 @@ void backward_weights(OpCall& call) {
   const bool master_f32 = dw.dtype() != dy.dtype();
   const Tensor into = master_f32 ? Tensor::empty(dw.shape(), dy.dtype(), dw.device()) : dw;
   const float* beta = master_f32 ? &zero : &one;
-  if (auto gp = graph_problem(graph::ConvKind::backward_filter, g, s, dy.dtype(), dbias.defined())) {
+  const bool half_dbias = dbias.defined() && is_half(dy.dtype());
+  if (auto gp = graph_problem(graph::ConvKind::backward_filter, g, s, dy.dtype(), dbias.defined() && !half_dbias)) {
     Tensor dw_last = Tensor::empty(dw.shape(), dy.dtype(), dw.device());
     if (graph::run(*gp, h, dy.device(), big.raw_data(), dw_last.raw_data(), small.raw_data())) {
       transform_filter(h, dw_last, true, into, *beta);
       if (master_f32) add_(dw, cast(into, dw.dtype()));
+      if (half_dbias) add_half_bias_grad(dbias, dy);
       return;
     }
   }
@@ -442,7 +459,9 @@ void backward_weights(OpCall& call) {
                                         p.w_plain.d, into.raw_data()));
   }
   if (master_f32) add_(dw, cast(into, dw.dtype()));
-  if (dbias.defined())
+  if (half_dbias)
+    add_half_bias_grad(dbias, dy);
+  else if (dbias.defined())
     BH_CHECK_CUDNN(cudnnConvolutionBackwardBias(h, &one, Transposed ? p.big.d : p.small.d,
                                                 dy.raw_data(), &one, p.bias.d,
                                                 dbias.raw_data()));
@@ -464,13 +483,17 @@ std::string accept_conv(const OpCall& c, const std::vector<Tensor>& same_type,
         !why.empty())
       return why;
   }
-  if (bias.defined())
-    return "half-precision 3-d convolutions take no bias here (f32 promotion does)";
   const Conv3dSpec s = conv3d_detail::conv3d_spec(c.attrs);
   if (s.layout != VolumeLayout::ndhwc)
     return "half-precision 3-d convolutions run natively in NDHWC only";
   if (weights.dim() != 5 || weights.size(0) % 8 != 0 || weights.size(1) % 8 != 0)
     return "half-precision 3-d convolutions need channel counts that are multiples of 8";
+  if (bias.defined()) {
+    if (bias.dtype() != t && bias.dtype() != DType::f32)
+      return "the bias (or its gradient) must be f32 or the volumes' type";
+    if (std::string why = require_cuda_contiguous({bias}, bias.dtype()); !why.empty()) return why;
+    if (bias.dim() != 1) return "the bias (or its gradient) must be one-dimensional";
+  }
   return {};
 }
 

@@ -15,10 +15,13 @@
 // weight gradient may be the f32 master gradient ("+="): it is computed in the half type and added
 // in f32 (the rounding PyTorch's AMP has too, where the half weight copy's gradient is cast back).
 // Native only where cuDNN's tensor-op kernels surely apply: NHWC, and input and output channels
-// per group multiples of 8; a bias (f32) or any other shape goes through the registry's f32
-// promotion (Note [Half-precision promotion]), e.g. a 1- or 3-channel stem convolution.
+// per group multiples of 8; any other shape goes through the registry's f32 promotion (Note
+// [Half-precision promotion]), e.g. a 1- or 3-channel stem convolution. A bias ([O], f32 or the
+// half type) is added after the convolution in the half type, cast as PyTorch's AMP casts it; its
+// gradient, the sum of the output gradient over N, H and W, is added to an f32 dbias in f32 (see
+// add_half_bias, add_half_bias_grad).
 //
-// Which API: channels-last calls without bias, of the dtypes BENCHHOST_CUDNN_GRAPH names (f16 and
+// Which API: channels-last calls (an f32 bias aside), of the dtypes BENCHHOST_CUDNN_GRAPH names (f16 and
 // bf16 by default), go through cuDNN's graph API, where the legacy API has no fast engine for
 // them (Note [cuDNN graph convolutions] in cudnn_graph_conv.hpp); the rest, and any problem the
 // graph API has no plan for, through the legacy API below.
@@ -281,6 +284,18 @@ Tensor filter_last(const Tensor& w, cudnnHandle_t h) {
   return t;
 }
 
+// y += bias for half y (NHWC or NDHWC: the bias is y's innermost dim) and an f32 or half bias.
+void add_half_bias(Tensor& y, const Tensor& bias) {
+  add_(y, bias.dtype() == y.dtype() ? bias : cast(bias, y.dtype()));
+}
+
+// dbias += the sum of half dy over all but its innermost (channel) dim, for an f32 or half dbias.
+void add_half_bias_grad(const Tensor& dbias, const Tensor& dy) {
+  const Tensor sum = sum_to_shape(dy, dbias.shape());
+  Tensor d = dbias;
+  add_(d, sum.dtype() == d.dtype() ? sum : cast(sum, d.dtype()));
+}
+
 void forward(OpCall& call) {
   const Conv2dSpec s = conv_detail::conv_spec(call.attrs);
   const Tensor &x = call.inputs[0], &w = call.inputs[1];
@@ -292,9 +307,13 @@ void forward(OpCall& call) {
               shape_str(image_shape(g.y, s.layout)));
   set_device_of(x);
   cudnnHandle_t h = cudnn_handle();
-  if (auto gp = graph_problem(graph::ConvKind::forward, g, s, x.dtype(), bias.defined())) {
+  const bool half_bias = bias.defined() && is_half(x.dtype());
+  if (auto gp = graph_problem(graph::ConvKind::forward, g, s, x.dtype(), bias.defined() && !half_bias)) {
     const Tensor wf = filter_last(w, h);
-    if (graph::run(*gp, h, x.device(), x.raw_data(), wf.raw_data(), y.raw_data())) return;
+    if (graph::run(*gp, h, x.device(), x.raw_data(), wf.raw_data(), y.raw_data())) {
+      if (half_bias) add_half_bias(y, bias);
+      return;
+    }
   }
   const ConvPlan& p = plan_for(Direction::forward, g, s, x.dtype(), h);
   const Tensor wf = filter_of(p, w, h);
@@ -304,7 +323,9 @@ void forward(OpCall& call) {
                                          p.conv.d,
                                          static_cast<cudnnConvolutionFwdAlgo_t>(p.algo), ptr(ws),
                                          p.workspace_bytes, &zero, p.y.d, y.raw_data()));
-  if (bias.defined())
+  if (half_bias)
+    add_half_bias(y, bias);
+  else if (bias.defined())
     BH_CHECK_CUDNN(cudnnAddTensor(h, &one, p.bias.d, bias.raw_data(), &one, p.y.d, y.raw_data()));
 }
 
@@ -349,12 +370,14 @@ void backward_weights(OpCall& call) {
   const bool master_f32 = dw.dtype() != dy.dtype();
   const Tensor into = master_f32 ? Tensor::empty(dw.shape(), dy.dtype(), dw.device()) : dw;
   const float* beta = master_f32 ? &zero : &one;
-  if (auto gp = graph_problem(graph::ConvKind::backward_filter, g, s, dy.dtype(), dbias.defined())) {
+  const bool half_dbias = dbias.defined() && is_half(dy.dtype());
+  if (auto gp = graph_problem(graph::ConvKind::backward_filter, g, s, dy.dtype(), dbias.defined() && !half_dbias)) {
     // Computed in OHWI, then transformed into OIHW.
     Tensor dw_ohwi = Tensor::empty(dw.shape(), dy.dtype(), dw.device());
     if (graph::run(*gp, h, dy.device(), x.raw_data(), dw_ohwi.raw_data(), dy.raw_data())) {
       transform_filter(h, dw_ohwi, true, into, *beta);
       if (master_f32) add_(dw, cast(into, dw.dtype()));
+      if (half_dbias) add_half_bias_grad(dbias, dy);
       return;
     }
   }
@@ -376,15 +399,17 @@ void backward_weights(OpCall& call) {
                                         p.w_oihw.d, into.raw_data()));
   }
   if (master_f32) add_(dw, cast(into, dw.dtype()));
-  if (dbias.defined())
+  if (half_dbias)
+    add_half_bias_grad(dbias, dy);
+  else if (dbias.defined())
     BH_CHECK_CUDNN(cudnnConvolutionBackwardBias(h, &one, p.y.d, dy.raw_data(), &one, p.bias.d,
                                                 dbias.raw_data()));
 }
 
 // Which calls run here (Note [Half-precision convolutions]): f32 throughout, or one half type for
 // `same_type` (the first of them sets it) in the shapes where cuDNN's tensor-op kernels apply.
-// `weights` is the OIHW tensor; `master_grad` (the weight gradient) may also be f32; a `bias` (or
-// its gradient) goes through f32 promotion.
+// `weights` is the OIHW tensor; `master_grad` (the weight gradient) and `bias` (or its gradient)
+// may be f32 or the half type.
 std::string accept_conv(const OpCall& c, const std::vector<Tensor>& same_type, const Tensor& weights,
                         const Tensor& master_grad, const Tensor& bias) {
   const DType t = same_type.front().dtype();
@@ -396,7 +421,12 @@ std::string accept_conv(const OpCall& c, const std::vector<Tensor>& same_type, c
       return "the weight gradient must be f32 or the images' type";
     if (std::string why = require_cuda_contiguous({master_grad}, master_grad.dtype()); !why.empty()) return why;
   }
-  if (bias.defined()) return "half-precision convolutions take no bias here (f32 promotion does)";
+  if (bias.defined()) {
+    if (bias.dtype() != t && bias.dtype() != DType::f32) return "the bias (or its gradient) must be f32 or the images' type";
+    if (std::string why = require_cuda_contiguous({bias}, bias.dtype()); !why.empty()) return why;
+    if (bias.dim() != 1 || weights.dim() < 1 || bias.size(0) != weights.size(0))
+      return "the bias (or its gradient) must be [O]";
+  }
   const Conv2dSpec s = conv_detail::conv_spec(c.attrs);
   if (s.layout != ImageLayout::nhwc) return "half-precision convolutions run natively in NHWC only";
   if (weights.dim() != 4 || s.groups <= 0 || weights.size(0) % (8 * s.groups) != 0 || weights.size(1) % 8 != 0)
