@@ -7,6 +7,7 @@
 
 #include "benchhost/error.hpp"
 #include "benchhost/nn/ops.hpp"
+#include "benchhost/nn/transducer.hpp"
 
 namespace benchhost::rnnt {
 
@@ -57,29 +58,6 @@ Tensor masked_merge(const Tensor& old_value, const Tensor& new_value, const Tens
 
 }  // namespace
 
-std::int64_t stacked_length(std::int64_t len, std::int64_t factor) { return (len + factor - 1) / factor; }
-
-Tensor stack_time_forward(const Tensor& x, std::int64_t factor) {
-  BH_CHECK_AS(InvalidArgument, x.dim() == 3 && factor >= 1, "stack_time_forward: expected x [T, B, H] and factor >= 1, got {} and {}",
-              shape_str(x.shape()), factor);
-  if (factor == 1) return x;
-  const std::int64_t t = x.size(0), b = x.size(1), h = x.size(2);
-  const std::int64_t tp = stacked_length(t, factor);
-  Tensor padded = x.contiguous();
-  if (tp * factor != t)
-    padded = nn::concat({padded, Tensor::zeros({tp * factor - t, b, h}, x.dtype(), x.device())}, 0);
-  // [T'f, B, H] = [T', f, B, H] -> [T', B, f, H]: row t' holds frames f t' .. f t' + f - 1.
-  return nn::permute_copy(padded.view({tp, factor, b, h}), {0, 2, 1, 3}).view({tp, b, factor * h});
-}
-
-Tensor stack_time_backward(const Tensor& dy, std::int64_t factor, std::int64_t frames) {
-  if (factor == 1) return dy;
-  const std::int64_t tp = dy.size(0), b = dy.size(1), h = dy.size(2) / factor;
-  Tensor d = nn::permute_copy(dy.contiguous().view({tp, b, factor, h}), {0, 2, 1, 3}).view({tp * factor, b, h});
-  if (tp * factor == frames) return d;
-  return d.slice(0, 0, frames).contiguous();
-}
-
 Rnnt::Rnnt(const RnntConfig& c, std::uint64_t seed) : nn::Module("rnnt"), config_(c) {
   BH_CHECK_AS(InvalidArgument, c.n_classes >= 2, "rnnt: n_classes {} must be at least 2 (pieces + blank)", c.n_classes);
   BH_CHECK_AS(InvalidArgument, c.enc_stack_time_factor >= 1, "rnnt: stack time factor {} must be >= 1", c.enc_stack_time_factor);
@@ -110,13 +88,12 @@ Tensor Rnnt::forward(const Tensor& x, const Tensor& labels) {
   BH_CHECK_AS(InvalidArgument, labels.dim() == 2 && labels.size(0) == x.size(1),
               "rnnt: expected labels [B = {}, U], got {}", x.size(1), shape_str(labels.shape()));
   frames_ = x.size(0), batch_ = x.size(1), labels_ = labels.size(1);
-  const std::int64_t b = batch_, u1 = labels_ + 1, j = config_.joint_n_hid;
+  const std::int64_t b = batch_;
   // Encoder.
   const Tensor pre = pre_rnn_->forward(x);
-  const Tensor stacked = stack_time_forward(pre, config_.enc_stack_time_factor);
+  const Tensor stacked = nn::stack_time_forward(pre, config_.enc_stack_time_factor);
   const Tensor enc = post_rnn_->forward(stacked);
   frames_stacked_ = enc.size(0);
-  const std::int64_t t = frames_stacked_;
   const Tensor f = joint_enc_->forward(nn::permute_copy(enc, {1, 0, 2}));  // [B, T', J]
   // Prediction network: zero SOS then the embedded labels, time-major.
   Tensor emb = Tensor::zeros({b, 1, config_.pred_n_hid}, DType::f32, x.device());
@@ -124,17 +101,13 @@ Tensor Rnnt::forward(const Tensor& x, const Tensor& labels) {
   const Tensor dec = dec_rnn_->forward(nn::permute_copy(emb, {1, 0, 2}));   // [U+1, B, P]
   const Tensor g = joint_pred_->forward(nn::permute_copy(dec, {1, 0, 2}));  // [B, U+1, J]
   // Joint (Note [RNN-T joint broadcast]).
-  const Tensor f4 = f.view({b, t, 1, j});
-  const Tensor g4 = g.contiguous().view({b, 1, u1, j});
-  const Tensor f_rep = u1 == 1 ? f4 : nn::concat(std::vector<Tensor>(static_cast<std::size_t>(u1), f4), 2);
-  const Tensor g_rep = t == 1 ? g4 : nn::concat(std::vector<Tensor>(static_cast<std::size_t>(t), g4), 1);
-  return joint_net_->forward(nn::add(f_rep, g_rep));  // [B, T', U+1, V]
+  return joint_net_->forward(nn::joint_add_forward(f, g));  // [B, T', U+1, V]
 }
 
 void Rnnt::backward(const Tensor& dlogits) {
-  const Tensor dh = joint_net_->backward(dlogits);  // [B, T', U+1, J]
-  const Tensor df = nn::sum(dh, {2});               // [B, T', J]
-  const Tensor dg = nn::sum(dh, {1});               // [B, U+1, J]
+  const nn::JointAddGrads dj = nn::joint_add_backward(joint_net_->backward(dlogits));  // from [B, T', U+1, J]
+  const Tensor& df = dj.df;                                                             // [B, T', J]
+  const Tensor& dg = dj.dg;                                                             // [B, U+1, J]
   // Prediction network.
   const Tensor ddec = nn::permute_copy(joint_pred_->backward(dg), {1, 0, 2});
   const Tensor demb = nn::permute_copy(dec_rnn_->backward(ddec), {1, 0, 2});  // [B, U+1, P]
@@ -143,12 +116,12 @@ void Rnnt::backward(const Tensor& dlogits) {
   // Encoder.
   const Tensor denc = nn::permute_copy(joint_enc_->backward(df), {1, 0, 2});
   const Tensor dstacked = post_rnn_->backward(denc);
-  pre_rnn_->backward(stack_time_backward(dstacked, config_.enc_stack_time_factor, frames_));
+  pre_rnn_->backward(nn::stack_time_backward(dstacked, config_.enc_stack_time_factor, frames_));
 }
 
 Tensor Rnnt::encode(const Tensor& x) {
   const Tensor pre = pre_rnn_->forward(x);
-  const Tensor enc = post_rnn_->forward(stack_time_forward(pre, config_.enc_stack_time_factor));
+  const Tensor enc = post_rnn_->forward(nn::stack_time_forward(pre, config_.enc_stack_time_factor));
   return joint_enc_->forward(nn::permute_copy(enc, {1, 0, 2}));
 }
 
@@ -173,7 +146,7 @@ std::vector<std::vector<std::int32_t>> Rnnt::greedy_decode(const Tensor& x, cons
   const std::int64_t t_max = f.size(0), v = config_.n_classes, blank = config_.blank();
   std::vector<std::int64_t> len(static_cast<std::size_t>(b));
   for (std::int64_t i = 0; i < b; ++i)
-    len[i] = std::min(t_max, stacked_length(lengths[static_cast<std::size_t>(i)], config_.enc_stack_time_factor));
+    len[i] = std::min(t_max, nn::stacked_length(lengths[static_cast<std::size_t>(i)], config_.enc_stack_time_factor));
   std::vector<std::vector<std::int32_t>> hyp(static_cast<std::size_t>(b));
   PredState cur = prediction_step(Tensor::zeros({b, config_.pred_n_hid}, DType::f32, dev), {});
   std::vector<float> take(static_cast<std::size_t>(b));

@@ -28,11 +28,12 @@
 /// same weights, so the exact draw does not matter for parity).
 ///
 /// Note [RNN-T joint broadcast]
-/// The broadcast add is built from SDK ops that exist on every backend: f is repeated U+1 times
-/// along a new label axis and g T' times along a new time axis (concat), then added; its
-/// backward sums the joint gradient over the label axis for f and over the time axis for g.
-/// That materialises two [B, T', U+1, 512] tensors, the size of the joint's hidden activation
-/// that is kept anyway; a fused broadcast-add op is the optimisation left.
+/// StackTime and the joint's broadcast add f[:, :, None] + g[:, None] are SDK ops
+/// (nn::stack_time_forward/backward, nn::joint_add_forward/backward; Note [Transducer layout ops]
+/// in benchhost/nn/transducer.hpp): the add writes the [B, T', U+1, 512] sum once, without the
+/// two replicated copies of f and g that concat-and-add would materialise, and its backward
+/// reads the joint gradient once for both sums (over the label axis for f, over the time axis
+/// for g). Greedy decoding's per-frame joint (f_t [B, J] + g [B, J]) is a plain add.
 ///
 /// Note [RNN-T greedy decoding]
 /// The reference's RNNTGreedyDecoder (rnnt/decoder.py), batched: all utterances walk the encoder
@@ -77,12 +78,6 @@ struct RnntConfig {
   std::int64_t blank() const { return n_classes - 1; }
 };
 
-/// StackTime: y [ceil(T / f), B, f H] from x [T, B, H] (Note [RNN-T model]).
-Tensor stack_time_forward(const Tensor& x, std::int64_t factor);
-/// dx [T, B, H] from dy [ceil(T / f), B, f H].
-Tensor stack_time_backward(const Tensor& dy, std::int64_t factor, std::int64_t frames);
-/// ceil(len / factor).
-std::int64_t stacked_length(std::int64_t len, std::int64_t factor);
 
 class Rnnt : public nn::Module {
  public:

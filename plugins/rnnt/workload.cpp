@@ -351,7 +351,7 @@ ModelBatch RnntWorkload::to_model_batch(const data::Batch& batch, std::int64_t b
     m.feature_lengths.push_back(f);
     t_max = std::max(t_max, f);
     u_max = std::max(u_max, static_cast<std::int64_t>(llen[i]));
-    stacked.push_back(static_cast<std::int32_t>(stacked_length(f, model_->config().enc_stack_time_factor)));
+    stacked.push_back(static_cast<std::int32_t>(nn::stacked_length(f, model_->config().enc_stack_time_factor)));
     labels_len.push_back(static_cast<std::int32_t>(llen[i]));
   }
   // Cut the padding to this sub-batch's longest (the reference slices the logits to max(x_lens)),

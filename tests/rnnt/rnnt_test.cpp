@@ -56,12 +56,12 @@ TEST(RnntModel, MlperfConfigBuildsTheReference) {
 TEST(RnntModel, StackTimeConcatenatesFrames) {
   // x [T = 3, B = 1, H = 2]: frames (0,1), (2,3), (4,5); factor 2 -> [(0,1,2,3), (4,5,0,0)].
   const Tensor x = Tensor::from_vector({0, 1, 2, 3, 4, 5}, {3, 1, 2});
-  const Tensor y = stack_time_forward(x, 2);
+  const Tensor y = nn::stack_time_forward(x, 2);
   ASSERT_EQ(y.shape(), (Shape{2, 1, 4}));
   EXPECT_EQ(y.to_float_vector(), (std::vector<float>{0, 1, 2, 3, 4, 5, 0, 0}));
-  const Tensor dx = stack_time_backward(y, 2, 3);
+  const Tensor dx = nn::stack_time_backward(y, 2, 3);
   EXPECT_EQ(dx.to_float_vector(), x.to_float_vector());
-  EXPECT_EQ(stacked_length(5, 2), 3);
+  EXPECT_EQ(nn::stacked_length(5, 2), 3);
 }
 
 RnntConfig tiny_config() {

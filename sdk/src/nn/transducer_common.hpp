@@ -1,7 +1,7 @@
 #pragma once
-// Shape and value checks of the transducer loss (nn/transducer.hpp), shared by the Tensor-level
-// functions (nn/transducer.cpp) and the CPU implementations (nn/cpu/transducer.cpp). Private to
-// sdk/src/nn.
+// Shape and value checks of the transducer loss and of the layout ops (nn/transducer.hpp),
+// shared by the Tensor-level functions (nn/transducer.cpp) and the CPU and CUDA implementations
+// (nn/cpu/transducer*.cpp, nn/cuda/transducer*.cu). Private to sdk/src/nn.
 //
 // Ops (attrs: blank, resolved, in [0, V); backward also scale):
 //   transducer_loss_forward  {logits [B, T, U+1, V], labels i32 [B, U], logit_lengths i32 [B],
@@ -85,6 +85,64 @@ inline void check_values(const Dims& d, const std::int32_t* labels, const std::i
                   op, b, y, u, ub, y == d.blank ? "the blank" : "out of range", d.V, d.blank);
     }
   }
+}
+
+
+// ---- StackTime and the joint broadcast (Note [Transducer layout ops] in nn/transducer.hpp) ----
+
+/// Sizes of StackTime: the frames side [T, B, H], the factor and the stacked length Ts.
+struct StackDims {
+  std::int64_t T = 0, B = 0, H = 0, factor = 1, Ts = 0;
+  std::int64_t stacked_width() const { return factor * H; }
+};
+
+/// Checks that `frames_side` is [T, B, H] and `stacked_side` [ceil(T / factor), B, factor H]
+/// (the x and y of the forward, the dx and dy of the backward), on one device with one dtype.
+inline StackDims check_stack_time(const Tensor& frames_side, const Tensor& stacked_side, std::int64_t factor,
+                                  const char* op) {
+  BH_CHECK_AS(InvalidArgument, factor >= 1, "{}: factor {} must be at least 1", op, factor);
+  BH_CHECK_AS(InvalidArgument, frames_side.defined() && frames_side.dim() == 3,
+              "{}: the frames must be 3-d [T, B, H], got {}", op,
+              frames_side.defined() ? shape_str(frames_side.shape()) : std::string("undefined"));
+  StackDims d;
+  d.T = frames_side.size(0);
+  d.B = frames_side.size(1);
+  d.H = frames_side.size(2);
+  d.factor = factor;
+  d.Ts = (d.T + factor - 1) / factor;
+  const Shape want{d.Ts, d.B, d.factor * d.H};
+  BH_CHECK_AS(InvalidArgument, stacked_side.defined() && stacked_side.shape() == want,
+              "{}: frames [T, B, H] = {} with factor {} stack to {}, got {}", op, shape_str(frames_side.shape()),
+              factor, shape_str(want), stacked_side.defined() ? shape_str(stacked_side.shape()) : std::string("undefined"));
+  BH_CHECK_AS(InvalidArgument,
+              stacked_side.dtype() == frames_side.dtype() && stacked_side.device() == frames_side.device(),
+              "{}: {} and {} differ in dtype or device", op, frames_side.describe(), stacked_side.describe());
+  return d;
+}
+
+/// Sizes of the joint broadcast: f [B, T, J], g [B, U1, J], h [B, T, U1, J].
+struct JointDims {
+  std::int64_t B = 0, T = 0, U1 = 0, J = 0;
+};
+
+/// Checks that f/df is [B, T, J], g/dg [B, U1, J] and h/dh [B, T, U1, J], one dtype, one device.
+inline JointDims check_joint(const Tensor& f, const Tensor& g, const Tensor& h, const char* op) {
+  auto shape_of = [](const Tensor& t) { return t.defined() ? shape_str(t.shape()) : std::string("undefined"); };
+  BH_CHECK_AS(InvalidArgument,
+              f.defined() && g.defined() && f.dim() == 3 && g.dim() == 3 && f.size(0) == g.size(0) &&
+                  f.size(2) == g.size(2),
+              "{}: expected f [B, T, J] and g [B, U+1, J] with the same B and J, got f {} and g {}", op, shape_of(f),
+              shape_of(g));
+  JointDims d{f.size(0), f.size(1), g.size(1), f.size(2)};
+  const Shape want{d.B, d.T, d.U1, d.J};
+  BH_CHECK_AS(InvalidArgument, h.defined() && h.shape() == want,
+              "{}: f {} and g {} broadcast to {}, but the joint tensor is {}", op, shape_of(f), shape_of(g),
+              shape_str(want), shape_of(h));
+  BH_CHECK_AS(InvalidArgument,
+              f.dtype() == h.dtype() && g.dtype() == h.dtype() && f.device() == h.device() && g.device() == h.device(),
+              "{}: f {}, g {} and the joint tensor {} must share one dtype and device", op, f.describe(), g.describe(),
+              h.describe());
+  return d;
 }
 
 }  // namespace benchhost::nn::transducer

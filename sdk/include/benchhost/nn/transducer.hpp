@@ -1,6 +1,7 @@
 #pragma once
 /// @file nn/transducer.hpp  The transducer (RNN-T) loss of MLPerf's speech recognition benchmark,
-/// forward and backward, as plain functions (llm.c style).
+/// forward and backward, and the two layout ops of its model (StackTime and the joint's broadcast
+/// add), as plain functions (llm.c style).
 ///
 /// Definition (Graves 2012; HawkAaron/warp-transducer, which the MLPerf reference calls through
 /// warprnnt_pytorch.RNNTLoss(blank=1023), and torchaudio.functional.rnnt_loss). For utterance b
@@ -110,5 +111,60 @@ Tensor transducer_loss_backward(const Tensor& dloss, const TransducerLossSaved& 
 
 /// The same with a host scalar incoming gradient (every utterance's for reduction none).
 Tensor transducer_loss_backward(const TransducerLossSaved& saved, float dloss = 1.0f);
+
+// ---- StackTime and the joint broadcast ---------------------------------------------------------
+//
+// Note [Transducer layout ops]
+// The RNN-T encoder's StackTime (MLPerf rnnt/model.py, StackTime(factor)) and the joint's
+// broadcast add h[b, t, u, :] = f[b, t, :] + g[b, u, :] (rnnt/model.py, RNNT.joint), forward and
+// backward, as registry ops (nn/registry.hpp) stack_time_forward, stack_time_backward,
+// joint_add_forward and joint_add_backward:
+//   stack_time_forward   {x [T, B, H]} -> {y [ceil(T / f), B, f H]}; attr factor f >= 1.
+//                        y[s, b, k H + i] = x[f s + k, b, i], zero where f s + k >= T (the
+//                        reference pads the end of the sequence with zero frames).
+//   stack_time_backward  {dy [ceil(T / f), B, f H]} -> {dx [T, B, H]}; attrs factor, frames = T.
+//                        dx[t, b, i] = dy[t / f, b, (t % f) H + i] (the padding's gradient is
+//                        dropped).
+//   joint_add_forward    {f [B, T, J], g [B, U+1, J]} -> {h [B, T, U+1, J]}.
+//   joint_add_backward   {dh [B, T, U+1, J]} -> {df [B, T, J] = sum over u, dg [B, U+1, J] = sum
+//                        over t} (both overwritten).
+// The joint op writes the broadcast sum once, where adding two replicated copies (concat) would
+// materialise two more [B, T, U+1, J] tensors; its backward reads dh once for both sums.
+// Numerics: the copies and the add are exact and identical on every backend. The backward sums
+// run in order (u = 0, 1, ... for df; t = 0, 1, ... for dg): in f64 rounded once on the CPU
+// (bit-identical to nn::sum over that axis, sdk/src/nn/cpu/reduce.cpp), in f32 on CUDA.
+// Backends: CPU oneTBB (cpu.tbb) and plain loops (cpu.ref) in sdk/src/nn/cpu/transducer_ops.cpp;
+// CUDA kernels (cuda.kernel) in sdk/src/nn/cuda/transducer_ops.cu, which have not yet been run
+// on a GPU. Dtypes: StackTime copies f32, f16 and bf16 natively (the CPU kernel any dtype);
+// the joint's ops compute in f32 (f16/bf16 tensors go through f32 promotion, Note [Half-precision
+// promotion] in nn/registry.hpp, which is exact for the add: one rounding of the f32 sum).
+// Ownership: outputs are new contiguous tensors on the input's device; inputs are never
+// modified. Threading: the functions may be called from several threads at once.
+// Errors: InvalidArgument naming the op and the shapes (wrong rank, factor < 1, frames that do
+// not stack to dy's length, f and g that disagree in B or J, mixed dtypes or devices).
+
+/// StackTime forward: x [T, B, H] (f32, f16 or bf16) -> y [ceil(T / factor), B, factor H], the
+/// frames of each group of `factor` side by side, zero frames after the last (Note [Transducer
+/// layout ops]). factor 1 returns a copy of x.
+Tensor stack_time_forward(const Tensor& x, std::int64_t factor);
+
+/// StackTime backward: dy [ceil(frames / factor), B, factor H] -> dx [frames, B, H].
+Tensor stack_time_backward(const Tensor& dy, std::int64_t factor, std::int64_t frames);
+
+/// ceil(frames / factor): the length StackTime gives `frames` frames (factor >= 1).
+std::int64_t stacked_length(std::int64_t frames, std::int64_t factor);
+
+/// The joint's broadcast add: h [B, T, U+1, J] with h[b, t, u, :] = f[b, t, :] + g[b, u, :], from
+/// f [B, T, J] and g [B, U+1, J] of one dtype (f32, f16 or bf16) on one device.
+Tensor joint_add_forward(const Tensor& f, const Tensor& g);
+
+/// The joint broadcast's gradients: df [B, T, J] = sum over u of dh, dg [B, U+1, J] = sum over t.
+struct JointAddGrads {
+  Tensor df;  ///< [B, T, J], dh's dtype
+  Tensor dg;  ///< [B, U+1, J], dh's dtype
+};
+
+/// Backward of joint_add_forward from dh [B, T, U+1, J] (Note [Transducer layout ops]).
+JointAddGrads joint_add_backward(const Tensor& dh);
 
 }  // namespace benchhost::nn
