@@ -1,0 +1,382 @@
+// COCO 2017 instance segmentation: the planted-polygons generator (same seed same bytes, ensure),
+// generator -> reader round trip (boxes, polygons against the drawn masks, crowd RLEs, category
+// mapping), the reference's target rules, each corrupt-input error, loading from many threads,
+// and pycocotools' annToMask against our rasterisation where pycocotools is installed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "benchhost/data/image.hpp"
+#include "benchhost/error.hpp"
+#include "benchhost/nn/detection.hpp"
+#include "coco2017.hpp"
+#include "common.hpp"
+#include "common/thread_comm.hpp"
+#include "synthetic_coco2017.hpp"
+
+using namespace benchhost;
+using namespace benchhost::coco;
+namespace fs = std::filesystem;
+
+namespace {
+
+Coco2017SyntheticOptions small() {
+  Coco2017SyntheticOptions o;
+  o.train_images = 21;
+  o.val_images = 14;
+  o.min_size = 48;
+  o.max_size = 80;
+  o.classes = 6;
+  o.seed = 7;
+  return o;
+}
+
+std::map<std::string, std::string> tree(const std::string& root) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (e.is_regular_file()) out[fs::relative(e.path(), root).string()] = test::bytes_of(e.path().string());
+  return out;
+}
+
+// IoU of two u8 masks of one size.
+double iou(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  const std::uint8_t* p = a.data<std::uint8_t>();
+  const std::uint8_t* q = b.data<std::uint8_t>();
+  std::int64_t inter = 0, uni = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    inter += (p[i] && q[i]) ? 1 : 0;
+    uni += (p[i] || q[i]) ? 1 : 0;
+  }
+  return uni == 0 ? 1.0 : static_cast<double>(inter) / static_cast<double>(uni);
+}
+
+Tensor raster(const nn::Polygons& polys, std::int64_t h, std::int64_t w) {
+  return nn::rle_decode(nn::rle_from_polygons(polys, h, w));
+}
+
+// The generated root shared by the read-only tests (generated once per process).
+const std::string& generated_root() {
+  static test::TempDir dir("c17");
+  static const std::string root = [] {
+    generate_coco2017_synthetic(dir / "root", small());
+    return dir / "root";
+  }();
+  return root;
+}
+
+}  // namespace
+
+TEST(Coco2017Synthetic, SameSeedSameBytesAndEnsure) {
+  test::TempDir dir("c17s");
+  auto o = small();
+  o.train_images = 6;
+  o.val_images = 3;
+  const auto r = generate_coco2017_synthetic(dir / "a", o);
+  EXPECT_TRUE(r.generated);
+  EXPECT_GE(r.train_annotations, 6);
+  generate_coco2017_synthetic(dir / "b", o);
+  const auto a = tree(dir / "a");
+  EXPECT_EQ(a.size(), 6u + 3u + 2u + 1u);
+  EXPECT_TRUE(a == tree(dir / "b"));
+  EXPECT_TRUE(a.count("train2017/000000000006.jpg") && a.count("val2017/000000000003.jpg") &&
+              a.count("annotations/instances_train2017.json") && a.count("annotations/instances_val2017.json"));
+  EXPECT_THROW(generate_coco2017_synthetic(dir / "a", o), InvalidArgument);
+  // ensure: nothing rewritten when present; other options refused; across ranks rank 0 writes.
+  const auto before = fs::last_write_time(fs::path(dir / "a") / "annotations/instances_val2017.json");
+  EXPECT_FALSE(ensure_coco2017_synthetic(dir / "a", o).generated);
+  EXPECT_EQ(before, fs::last_write_time(fs::path(dir / "a") / "annotations/instances_val2017.json"));
+  auto o2 = o;
+  o2.seed = 8;
+  EXPECT_THROW(ensure_coco2017_synthetic(dir / "a", o2), DataError);
+  test_support::Group group(2);
+  std::vector<Coco2017SyntheticReport> reports(2);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 2; ++k)
+    threads.emplace_back([&, k] {
+      test_support::ThreadComm comm(group, k);
+      reports[static_cast<std::size_t>(k)] = ensure_coco2017_synthetic(dir / "c", o2, &comm);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(reports[0].generated);
+  EXPECT_FALSE(reports[1].generated);
+  EXPECT_NE(tree(dir / "c").at("annotations/instances_train2017.json"), a.at("annotations/instances_train2017.json"));
+  o.classes = 7;
+  EXPECT_THROW(generate_coco2017_synthetic(dir / "d", o), InvalidArgument);
+}
+
+// Every annotation of both splits against what the generator drew.
+TEST(Coco2017Synthetic, RoundTripThroughTheReader) {
+  const auto o = small();
+  double worst_iou = 1, worst_box = 0;
+  int objects = 0, crowds = 0;
+  for (int split = 0; split < 2; ++split) {
+    const Coco2017Split s = open_coco2017_split(generated_root(), split == 0 ? "train2017" : "val2017");
+    const Coco2017Dataset ds(s);
+    ASSERT_EQ(ds.size(), split == 0 ? o.train_images : o.val_images);
+    for (std::int64_t i = 0; i < ds.size(); ++i) {
+      const SyntheticInstanceImage r = render_coco2017_synthetic(o, split, static_cast<int>(i));
+      const InstanceSample smp = ds.load(i);
+      const std::int64_t h = r.pixels.size(0), w = r.pixels.size(1);
+      ASSERT_EQ(smp.image.shape(), r.pixels.shape());
+      EXPECT_EQ(smp.image_id, i + 1);
+      const InstanceTarget& t = smp.target;
+      std::size_t k = 0, c = 0;
+      for (const auto& obj : r.objects) {
+        if (obj.iscrowd) {
+          ASSERT_LT(c, t.crowd_masks.size()) << "image " << i;
+          const Tensor m = nn::rle_decode(t.crowd_masks[c]);
+          EXPECT_TRUE(std::equal(m.data<std::uint8_t>(), m.data<std::uint8_t>() + m.numel(), obj.mask.data<std::uint8_t>()))
+              << "crowd RLE of image " << i << " is not the group's pixels";
+          EXPECT_EQ(s.category_of_label[static_cast<std::size_t>(t.crowd_labels[c])], obj.category_id);
+          ++c, ++crowds;
+          continue;
+        }
+        ASSERT_LT(k, t.masks.size()) << "image " << i;
+        EXPECT_EQ(s.category_of_label[static_cast<std::size_t>(t.labels[k])], obj.category_id);
+        // The box (xyxy, +1 convention) against the polygon's bounds.
+        double x0 = 1e9, y0 = 1e9, x1 = -1e9, y1 = -1e9;
+        for (const auto& p : t.masks[k])
+          for (std::size_t v = 0; v + 1 < p.size(); v += 2)
+            x0 = std::min(x0, p[v]), x1 = std::max(x1, p[v]), y0 = std::min(y0, p[v + 1]), y1 = std::max(y1, p[v + 1]);
+        // The reader's x2 = x + w - 1 is the last pixel column; x + w is where the pixels end.
+        const float* b = t.boxes.data() + 4 * k;
+        for (const double d : {b[0] - x0, b[1] - y0, b[2] + 1 - x1, b[3] + 1 - y1})
+          worst_box = std::max(worst_box, std::fabs(d));
+        // The polygon rasterised by the SDK covers the drawn object.
+        worst_iou = std::min(worst_iou, iou(raster(t.masks[k], h, w), obj.mask));
+        // area = the mask's pixels.
+        const auto& ann = s.coco->annotations[static_cast<std::size_t>(
+            std::find_if(s.coco->annotations.begin(), s.coco->annotations.end(),
+                         [&](const CocoAnnotation& a) { return a.id == t.annotation_ids[k]; }) -
+            s.coco->annotations.begin())];
+        EXPECT_EQ(ann.area, static_cast<double>(nn::rle_area(nn::rle_from_polygons(t.masks[k], h, w))));
+        ++k, ++objects;
+      }
+      EXPECT_EQ(k, t.masks.size()) << "image " << i;
+      EXPECT_EQ(c, t.crowd_masks.size()) << "image " << i;
+    }
+  }
+  EXPECT_LE(worst_box, 1.0);
+  EXPECT_GE(worst_iou, 0.9);
+  EXPECT_GT(crowds, 0);
+  std::printf("[ round trip ] %d objects, %d crowd groups; worst box-to-polygon-bounds %.3f px, worst IoU %.6f\n",
+              objects, crowds, worst_box, worst_iou);
+}
+
+TEST(Coco2017Synthetic, CategoryMapping) {
+  const Coco2017Split s = open_coco2017_split(generated_root(), "val");
+  const std::map<std::int64_t, std::int64_t> want = {{1, 1}, {3, 2}, {7, 3}, {12, 4}, {18, 5}, {25, 6}};
+  EXPECT_EQ(s.label_of_category, want);
+  EXPECT_EQ(s.num_classes, 6);
+  EXPECT_EQ(s.category_of_label, (std::vector<std::int64_t>{0, 1, 3, 7, 12, 18, 25}));
+  EXPECT_EQ(coco2017_synthetic_categories(2).size(), 2u);
+  EXPECT_EQ(coco2017_synthetic_categories(2)[0].name, "circle");  // id 3, then square 7
+}
+
+// get() carries the same targets as load(), polygons packed into tensors; many threads load the
+// same samples as one.
+TEST(Coco2017Synthetic, TensorsAndThreads) {
+  const auto ds = make_coco2017_eval(generated_root());
+  std::vector<data::Sample> one;
+  for (std::int64_t i = 0; i < ds->size(); ++i) one.push_back(ds->get(i));
+  std::vector<std::vector<data::Sample>> many(4, std::vector<data::Sample>(static_cast<std::size_t>(ds->size())));
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      for (std::int64_t j = 0; j < ds->size(); ++j) {
+        const std::int64_t i = (j + 3 * k) % ds->size();
+        many[static_cast<std::size_t>(k)][static_cast<std::size_t>(i)] = ds->get(i);
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (std::int64_t i = 0; i < ds->size(); ++i) {
+    const InstanceSample s = ds->load(i);
+    const auto polys = polygons_of(one[static_cast<std::size_t>(i)]);
+    ASSERT_EQ(polys.size(), s.target.masks.size());
+    for (std::size_t k = 0; k < polys.size(); ++k) EXPECT_EQ(polys[k], s.target.masks[k]);
+    for (int k = 0; k < 4; ++k)
+      for (const auto& [name, tensor] : one[static_cast<std::size_t>(i)].fields()) {
+        const Tensor other = many[static_cast<std::size_t>(k)][static_cast<std::size_t>(i)].at(name);
+        ASSERT_EQ(tensor.shape(), other.shape()) << name;
+        EXPECT_EQ(0, std::memcmp(tensor.contiguous().raw_data(), other.contiguous().raw_data(),
+                                 static_cast<std::size_t>(tensor.nbytes())))
+            << name << " of sample " << i << " differs on thread " << k;
+      }
+  }
+}
+
+namespace {
+
+// A hand-made split: val2017 with images 5 (40x30) and 9 (20x16); categories 90 and 2 (listed
+// out of order); annotation 11 a polygon of category 90, 12 a crowd RLE, 13 a 1-pixel-wide box,
+// 14 a box straddling the border. Replacements patch the JSON text before it is written.
+struct HandSplit {
+  test::TempDir dir{"c17h"};
+  std::string root = dir / "root";
+  std::string json_path() const { return (fs::path(root) / "annotations/instances_val2017.json").string(); }
+  std::string json = R"({"images": [{"id": 9, "file_name": "b.jpg", "height": 16, "width": 20},
+                                     {"id": 5, "file_name": "a.jpg", "height": 30, "width": 40}],
+    "categories": [{"id": 90, "name": "ninety"}, {"id": 2, "name": "two"}],
+    "annotations": [
+      {"id": 11, "image_id": 5, "category_id": 90, "bbox": [2, 3, 10, 8], "area": 80, "iscrowd": 0,
+       "segmentation": [[2, 3, 12, 3, 12, 11, 2, 11]]},
+      {"id": 12, "image_id": 5, "category_id": 2, "bbox": [0, 0, 2, 1], "area": 2, "iscrowd": 1,
+       "segmentation": {"size": [30, 40], "counts": [0, 1, 29, 1, 1169]}},
+      {"id": 13, "image_id": 9, "category_id": 2, "bbox": [4, 4, 1, 5], "area": 5, "iscrowd": 0,
+       "segmentation": [[4, 4, 5, 4, 5, 9, 4, 9]]},
+      {"id": 14, "image_id": 9, "category_id": 90, "bbox": [15, 10, 10, 10], "area": 30, "iscrowd": 0,
+       "segmentation": [[15, 10, 20, 10, 20, 16, 15, 16]]}]})";
+  HandSplit() {
+    fs::create_directories(fs::path(root) / "val2017");
+    fs::create_directories(fs::path(root) / "annotations");
+    for (const auto& [name, h, w] : {std::tuple{"a.jpg", 30, 40}, std::tuple{"b.jpg", 16, 20}}) {
+      const Tensor px = Tensor::full({h, w, 3}, 100.0, DType::u8);
+      const auto bytes = data::encode_jpeg(px, 90);
+      test::write_text((fs::path(root) / "val2017" / name).string(), std::string(bytes.begin(), bytes.end()));
+    }
+  }
+  void write(const std::string& from = "", const std::string& to = "") {
+    std::string text = json;
+    if (!from.empty()) {
+      const auto at = text.find(from);
+      ASSERT_NE(at, std::string::npos) << from;
+      text.replace(at, from.size(), to);
+    }
+    test::write_text(json_path(), text);
+  }
+};
+
+// The DataError open_coco2017_split throws after one replacement ("" when none).
+std::string error_of(HandSplit& h, const std::string& from, const std::string& to) {
+  h.write(from, to);
+  try {
+    open_coco2017_split(h.root, "val2017");
+  } catch (const DataError& e) {
+    return e.message();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Coco2017Reader, ReferenceTargets) {
+  HandSplit h;
+  h.write();
+  const Coco2017Split s = open_coco2017_split(h.root, "val2017");
+  // Sorted ids get 1..K: 2 -> 1, 90 -> 2.
+  EXPECT_EQ(s.label_of_category, (std::map<std::int64_t, std::int64_t>{{2, 1}, {90, 2}}));
+  ASSERT_EQ(s.samples.size(), 2u);  // by image id: 5 then 9
+  EXPECT_EQ(s.coco->images[s.samples[0]].id, 5);
+  const InstanceTarget a = coco2017_target(s, s.samples[0]);
+  EXPECT_EQ(a.boxes, (std::vector<float>{2, 3, 11, 10}));  // x2 = x + w - 1
+  EXPECT_EQ(a.labels, (std::vector<std::int64_t>{2}));
+  EXPECT_EQ(a.annotation_ids, (std::vector<std::int64_t>{11}));
+  ASSERT_EQ(a.crowd_masks.size(), 1u);  // the crowd region kept apart
+  EXPECT_EQ(a.crowd_annotation_ids, (std::vector<std::int64_t>{12}));
+  EXPECT_EQ(a.crowd_labels, (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(nn::rle_area(a.crowd_masks[0]), 2u);
+  const InstanceTarget b = coco2017_target(s, s.samples[1]);
+  // Box 13 (w = 1) is empty as x1 == x2 and dropped; box 14 is clipped to the image.
+  EXPECT_EQ(b.annotation_ids, (std::vector<std::int64_t>{14}));
+  EXPECT_EQ(b.boxes, (std::vector<float>{15, 10, 19, 15}));
+  // Training: images with only crowd or at-most-1-pixel boxes are removed; all else kept.
+  h.write(R"("bbox": [15, 10, 10, 10])", R"("bbox": [15, 10, 10, 1])");
+  Coco2017Options train;
+  train.remove_images_without_annotations = true;
+  EXPECT_EQ(open_coco2017_split(h.root, "val2017", train).samples.size(), 1u);
+  EXPECT_EQ(open_coco2017_split(h.root, "val2017").samples.size(), 2u);
+}
+
+TEST(Coco2017Reader, CorruptInputsNameFileImageAndAnnotation) {
+  HandSplit h;
+  const std::string file = h.json_path();
+  auto expect_error = [&](const std::string& from, const std::string& to, const std::string& ids,
+                          const std::string& what) {
+    const std::string msg = error_of(h, from, to);
+    EXPECT_NE(msg.find(file), std::string::npos) << msg;
+    EXPECT_NE(msg.find(ids), std::string::npos) << "want '" << ids << "' in: " << msg;
+    EXPECT_NE(msg.find(what), std::string::npos) << "want '" << what << "' in: " << msg;
+  };
+  EXPECT_EQ(error_of(h, "", ""), "");
+  expect_error(R"("file_name": "b.jpg")", R"("file_name": "c.jpg")", "image id 9", "c.jpg does not exist");
+  expect_error(R"("category_id": 90, "bbox": [2)", R"("category_id": 91, "bbox": [2)", "image id 5, annotation id 11",
+               "no category has id 91");
+  expect_error("[[2, 3, 12, 3, 12, 11, 2, 11]]", "[[2, 3, 12, 3, 12, 11, 2]]", "image id 5, annotation id 11",
+               "even number >= 6");
+  expect_error("[[2, 3, 12, 3, 12, 11, 2, 11]]", "[[2, 3, 12, 3]]", "image id 5, annotation id 11", "found 4");
+  // JSON cannot hold a non-finite number (1e999 overflows and the parser refuses the file); a
+  // file built in memory can.
+  EXPECT_NE(error_of(h, "[[2, 3, 12, 3, 12, 11, 2, 11]]", "[[2, 3, 12, 3, 1e999, 11, 2, 11]]").find(file),
+            std::string::npos);
+  h.write();
+  CocoFile f = read_coco_json(file);
+  f.annotations[0].segmentation.polygons[0][3] = std::nanf("");
+  try {
+    validate_coco2017(f, (fs::path(h.root) / "val2017").string(), true);
+    ADD_FAILURE() << "a NaN polygon coordinate passed";
+  } catch (const DataError& e) {
+    EXPECT_NE(e.message().find(file + ": image id 5, annotation id 11: polygon 0 has a non-finite coordinate"),
+              std::string::npos)
+        << e.message();
+  }
+  f = read_coco_json(file);
+  f.annotations[3].bbox[1] = INFINITY;
+  EXPECT_THROW(validate_coco2017(f, (fs::path(h.root) / "val2017").string(), true), DataError);
+  expect_error(R"("size": [30, 40], "counts": [0, 1, 29, 1, 1169])", R"("size": [40, 30], "counts": [0, 1, 29, 1, 1169])",
+               "image id 5, annotation id 12", "RLE size [40, 30] differs from the image's [30, 40]");
+  expect_error("[15, 10, 10, 10]", "[15, 10, -3, 10]", "image id 9, annotation id 14", "negative width");
+  expect_error("[15, 10, 10, 10]", "[15, 10, 10, 0]", "image id 9, annotation id 14", "is empty");
+  expect_error("[[15, 10, 20, 10, 20, 16, 15, 16]]", R"({"size": [16, 20], "counts": [320]})",
+               "image id 9, annotation id 14", "expected polygons");
+  // Without the directories or files.
+  EXPECT_THROW(open_coco2017_split(h.dir / "nowhere", "val2017"), DataError);
+  fs::remove(file);
+  EXPECT_THROW(open_coco2017_split(h.root, "val2017"), DataError);
+  EXPECT_THROW(open_coco2017_split(h.root, "test2017"), InvalidArgument);
+}
+
+// pycocotools' annToMask of every generated annotation against our rasterisation.
+TEST(Coco2017Synthetic, PycocotoolsAnnToMask) {
+  if (std::system("/usr/bin/python3 -c 'import pycocotools.coco' > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "/usr/bin/python3 has no pycocotools: the annToMask reference check did not run";
+  const Coco2017Split s = open_coco2017_split(generated_root(), "val2017");
+  const std::string cmd = std::string("/usr/bin/python3 ") + BENCHHOST_SOURCE_DIR + "/tests/coco/pycocotools_masks.py " +
+                          s.annotations_path;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string text;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) text += buf;
+  ASSERT_EQ(::pclose(p), 0) << text;
+  std::istringstream in(text);
+  std::int64_t id = 0, h = 0, w = 0;
+  std::string counts;
+  double worst = 1;
+  std::size_t n = 0;
+  while (in >> id >> h >> w >> counts) {
+    const auto it = std::find_if(s.coco->annotations.begin(), s.coco->annotations.end(),
+                                 [&](const CocoAnnotation& a) { return a.id == id; });
+    ASSERT_NE(it, s.coco->annotations.end());
+    const Tensor ref = nn::rle_decode(nn::rle_from_string(counts, h, w));
+    Tensor ours;
+    if (it->segmentation.kind == Segmentation::Kind::rle) {
+      ours = nn::rle_decode(nn::Rle{it->segmentation.rle.height, it->segmentation.rle.width, it->segmentation.rle.counts});
+    } else {
+      nn::Polygons polys;
+      for (const auto& q : it->segmentation.polygons) polys.emplace_back(q.begin(), q.end());
+      ours = raster(polys, h, w);
+    }
+    worst = std::min(worst, iou(ref, ours));
+    ++n;
+  }
+  EXPECT_EQ(n, s.coco->annotations.size());
+  EXPECT_GE(worst, 0.99);
+  std::printf("[ pycocotools ] %zu annotations, worst IoU %.6f\n", n, worst);
+}
