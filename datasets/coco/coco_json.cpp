@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -232,6 +233,17 @@ std::string json_path(const char* section, std::size_t i, const char* key) {
   return fmt::format("$.{}[{}].{}", section, i, key);
 }
 
+// A float as the double of its shortest decimal form, so that the file says 23.07 rather than
+// 23.069999694824219 (the float's exact value as a double); reading it back as a float gives the
+// same float.
+double shortest(float v) { return std::strtod(fmt::format("{}", v).c_str(), nullptr); }
+
+ordered_json floats_json(const std::vector<float>& v) {
+  ordered_json j = ordered_json::array();
+  for (const float x : v) j.push_back(shortest(x));
+  return j;
+}
+
 ordered_json rle_json(const Rle& r) {
   ordered_json j;
   j["size"] = {r.height, r.width};
@@ -353,10 +365,14 @@ std::string to_coco_json(const CocoFile& file, int indent) {
     j["id"] = a.id;
     j["image_id"] = a.image_id;
     j["category_id"] = a.category_id;
-    j["bbox"] = {a.bbox[0], a.bbox[1], a.bbox[2], a.bbox[3]};
+    j["bbox"] = {shortest(a.bbox[0]), shortest(a.bbox[1]), shortest(a.bbox[2]), shortest(a.bbox[3])};
     j["area"] = a.area;
     j["iscrowd"] = a.iscrowd ? 1 : 0;
-    if (a.segmentation.kind == Segmentation::Kind::polygons) j["segmentation"] = a.segmentation.polygons;
+    if (a.segmentation.kind == Segmentation::Kind::polygons) {
+      ordered_json polys = ordered_json::array();
+      for (const auto& p : a.segmentation.polygons) polys.push_back(floats_json(p));
+      j["segmentation"] = std::move(polys);
+    }
     else if (a.segmentation.kind == Segmentation::Kind::rle) j["segmentation"] = rle_json(a.segmentation.rle);
     anns.push_back(std::move(j));
   }

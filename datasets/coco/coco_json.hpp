@@ -126,8 +126,9 @@ CocoFile parse_coco_json(const std::string& text, const std::string& name, const
 /// Read and parse a file (DataError naming it when it cannot be read).
 CocoFile read_coco_json(const std::string& path, const CocoReadOptions& options = {});
 
-/// The file as COCO JSON (keys in the usual order; RLE in the form it was read; compact unless
-/// indent >= 0). parse_coco_json(to_coco_json(f)) gives back f.
+/// The file as COCO JSON (keys in the usual order; RLE in the form it was read; boxes and polygon
+/// coordinates in the shortest decimal form that reads back as the same float, 23.07 rather than
+/// 23.069999694824219; compact unless indent >= 0). parse_coco_json(to_coco_json(f)) gives back f.
 std::string to_coco_json(const CocoFile& file, int indent = -1);
 /// Write to_coco_json(file) to `path` (through a temporary file and a rename).
 void write_coco_json(const CocoFile& file, const std::string& path);

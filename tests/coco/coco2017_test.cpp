@@ -151,6 +151,23 @@ TEST(Coco2017Synthetic, SameSeedSameBytesAndEnsure) {
   EXPECT_THROW(generate_coco2017_synthetic(dir / "d", o), InvalidArgument);
 }
 
+// Floats are written in their shortest form and read back as the same floats.
+TEST(Coco2017Synthetic, ShortestFloatsInTheJson) {
+  CocoFile f;
+  f.images.push_back({1, "a.jpg", 10, 10});
+  f.categories.push_back({3, "circle", std::nullopt});
+  CocoAnnotation a;
+  a.id = 1, a.image_id = 1, a.category_id = 3, a.bbox = {0.1f, 23.07f, 2, 1e-3f};
+  a.segmentation.kind = Segmentation::Kind::polygons;
+  a.segmentation.polygons = {{59.57f, 29.4f, 80.51f, 31.07f, 1.0f / 3.0f, 7}};
+  f.annotations.push_back(a);
+  f.build_index();
+  const std::string text = to_coco_json(f);
+  EXPECT_NE(text.find("[0.1,23.07,2.0,0.001]"), std::string::npos) << text;
+  EXPECT_NE(text.find("[[59.57,29.4,80.51,31.07,0.33333334,7.0]]"), std::string::npos) << text;
+  EXPECT_EQ(parse_coco_json(text, "t.json").annotations, f.annotations);
+}
+
 // The tool writes the layout and refuses bad arguments (nothing left behind).
 TEST(Coco2017Synthetic, Tool) {
   test::TempDir dir("c17t");
