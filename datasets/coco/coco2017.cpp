@@ -104,7 +104,7 @@ void validate_coco2017(const CocoFile& f, const std::string& image_dir, bool che
       const auto& poly = s.polygons[p];
       if (poly.size() % 2 != 0 || poly.size() < 6)
         fail(fmt::format("polygon {} has {} coordinates: it needs an even number, at least 6", p, poly.size()));
-      for (const float v : poly)
+      for (const double v : poly)
         if (!std::isfinite(v)) fail(fmt::format("polygon {} has a non-finite coordinate", p));
     }
     if (s.kind == Segmentation::Kind::rle && (s.rle.height != im.height || s.rle.width != im.width))
@@ -160,8 +160,7 @@ InstanceTarget coco2017_target(const Coco2017Split& split, std::size_t image_pos
     if (!to_xyxy(a.bbox, w, h, box) && !a.iscrowd) continue;
     const std::int64_t label = split.label_of_category.at(a.category_id);
     const Segmentation& s = a.segmentation;
-    nn::Polygons polys;
-    for (const auto& p : s.polygons) polys.emplace_back(p.begin(), p.end());
+    const nn::Polygons& polys = s.polygons;
     if (a.iscrowd) {
       nn::Rle rle;
       if (s.kind == Segmentation::Kind::rle)
@@ -175,7 +174,7 @@ InstanceTarget coco2017_target(const Coco2017Split& split, std::size_t image_pos
     } else {
       t.boxes.insert(t.boxes.end(), box.begin(), box.end());
       t.labels.push_back(label);
-      t.masks.push_back(std::move(polys));
+      t.masks.push_back(polys);
       t.annotation_ids.push_back(a.id);
     }
   }
@@ -218,20 +217,22 @@ InstanceSample Coco2017Dataset::load(std::int64_t index) const {
 data::Sample Coco2017Dataset::get(const data::SampleContext& ctx) const {
   InstanceSample s = load(ctx.index);
   const InstanceTarget& t = s.target;
-  std::vector<float> coords;
+  std::vector<double> coords;
   std::vector<std::int64_t> sizes, owner;
   for (std::size_t o = 0; o < t.masks.size(); ++o)
     for (const auto& p : t.masks[o]) {
-      for (const double v : p) coords.push_back(static_cast<float>(v));
+      coords.insert(coords.end(), p.begin(), p.end());
       sizes.push_back(static_cast<std::int64_t>(p.size()));
       owner.push_back(static_cast<std::int64_t>(o));
     }
   const std::int64_t g = t.size(), c = static_cast<std::int64_t>(coords.size()), np = static_cast<std::int64_t>(sizes.size());
   const std::int64_t h = s.image.size(0), w = s.image.size(1);
+  const Tensor polygon_tensor = Tensor::empty({c}, DType::f64);
+  std::copy(coords.begin(), coords.end(), polygon_tensor.data<double>());
   return data::Sample{{"image", s.image},
                       {"boxes", Tensor::from_vector(t.boxes, {g, 4})},
                       {"labels", Tensor::from_vector_i64(t.labels, {g})},
-                      {"polygons", Tensor::from_vector(coords, {c})},
+                      {"polygons", polygon_tensor},
                       {"polygon_sizes", Tensor::from_vector_i64(sizes, {np})},
                       {"polygon_object", Tensor::from_vector_i64(owner, {np})},
                       {"image_id", Tensor::from_vector_i64({s.image_id}, {})},
@@ -246,7 +247,8 @@ std::vector<nn::Polygons> polygons_of(const data::Sample& sample) {
   BH_CHECK_AS(DataError, sizes.dim() == 1 && owner.dim() == 1 && sizes.size(0) == owner.size(0),
               "polygons_of: polygon_sizes and polygon_object must be i64 [P] of one length");
   std::vector<nn::Polygons> out(static_cast<std::size_t>(g));
-  const float* xy = coords.data<float>();
+  BH_CHECK_AS(DataError, coords.dim() == 1 && coords.dtype() == DType::f64, "polygons_of: polygons must be f64 [C]");
+  const double* xy = coords.data<double>();
   std::int64_t at = 0;
   for (std::int64_t p = 0; p < sizes.size(0); ++p) {
     const std::int64_t n = sizes.data<std::int64_t>()[p], o = owner.data<std::int64_t>()[p];

@@ -108,7 +108,8 @@ struct InstanceSample {
 /// The dataset over one split. get() gives tensors (for data loaders):
 ///   "image"           u8 [H, W, 3] RGB
 ///   "boxes"           f32 [G, 4] xyxy, "labels" i64 [G]
-///   "polygons"        f32 [C] every polygon's coordinates, object after object
+///   "polygons"        f64 [C] every polygon's coordinates, object after object (the file's
+///                     values: Note [Polygon coordinates are doubles])
 ///   "polygon_sizes"   i64 [P] coordinates of each polygon
 ///   "polygon_object"  i64 [P] the object (0..G-1) each polygon belongs to
 ///   "image_id"        i64 [], "orig_size" i64 [2] (height, width)

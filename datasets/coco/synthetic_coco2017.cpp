@@ -31,10 +31,10 @@ constexpr std::array<const char*, 6> kShapes = {"circle", "square", "triangle", 
 constexpr std::array<std::int64_t, 6> kCategoryIds = {3, 7, 1, 12, 18, 25};
 constexpr double kPi = 3.14159265358979323846;
 
-float round_coord(double v) { return static_cast<float>(std::round(v * 100.0) / 100.0); }
+double round_coord(double v) { return std::round(v * 100.0) / 100.0; }
 
 // The outline of shape `shape` in the s x s square at (left, top), clockwise in image axes.
-std::vector<float> outline(int shape, int left, int top, int s) {
+std::vector<double> outline(int shape, int left, int top, int s) {
   const double cx = left + s / 2.0, cy = top + s / 2.0, r = s / 2.0;
   std::vector<std::array<double, 2>> v;
   switch (shape) {
@@ -63,16 +63,14 @@ std::vector<float> outline(int shape, int left, int top, int s) {
     default:  // diamond
       v = {{cx, top + 0.0}, {left + s + 0.0, cy}, {cx, top + s + 0.0}, {left + 0.0, cy}};
   }
-  std::vector<float> xy;
+  std::vector<double> xy;
   for (const auto& p : v) xy.insert(xy.end(), {round_coord(p[0]), round_coord(p[1])});
   return xy;
 }
 
 // The SDK's rasterisation of polygons (pycocotools' rule) as an u8 [h, w] mask.
-Tensor rasterise(const std::vector<std::vector<float>>& polygons, int h, int w) {
-  std::vector<std::vector<double>> d;
-  for (const auto& p : polygons) d.emplace_back(p.begin(), p.end());
-  return nn::rle_decode(nn::rle_from_polygons(d, h, w));
+Tensor rasterise(const std::vector<std::vector<double>>& polygons, int h, int w) {
+  return nn::rle_decode(nn::rle_from_polygons(polygons, h, w));
 }
 
 SyntheticInstanceImage render(const Coco2017SyntheticOptions& o, int split, int index) {

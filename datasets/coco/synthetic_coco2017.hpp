@@ -14,7 +14,7 @@
 ///     and COCO's polygon list is a union of parts (annToRLE merges them), so a hole cannot be
 ///     written as polygons; the star takes its place as the non-convex shape.
 ///   - a shape is painted as the SDK rasterises its polygon (nn::rle_from_polygon, pycocotools'
-///     rule), from the coordinates as written to the JSON (floats, rounded to 1/100 pixel), so
+///     rule), from the coordinates as written to the JSON (rounded to 1/100 pixel), so
 ///     the annotation is the painted object itself: rasterising the segmentation gives exactly
 ///     the object's pixels (its full extent, also where a later object hides it, as the box of
 ///     Note [Planted shapes]).
@@ -86,7 +86,7 @@ struct SyntheticInstanceImage {
   struct Object {
     std::int64_t category_id = 0;
     bool iscrowd = false;
-    std::vector<std::vector<float>> polygons;  ///< iscrowd 0: one polygon as written; crowd: its members'
+    std::vector<std::vector<double>> polygons;  ///< iscrowd 0: one polygon as written; crowd: its members'
     Tensor mask;                    ///< u8 [H, W]: the object's painted pixels (full extent)
     std::array<float, 4> bbox{};    ///< x, y, w, h: the tight box of `mask`
     std::int64_t area = 0;          ///< pixels in `mask`

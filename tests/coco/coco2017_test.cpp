@@ -151,7 +151,7 @@ TEST(Coco2017Synthetic, SameSeedSameBytesAndEnsure) {
   EXPECT_THROW(generate_coco2017_synthetic(dir / "d", o), InvalidArgument);
 }
 
-// Floats are written in their shortest form and read back as the same floats.
+// Boxes (floats) and polygons (doubles) are written in their shortest form and read back the same.
 TEST(Coco2017Synthetic, ShortestFloatsInTheJson) {
   CocoFile f;
   f.images.push_back({1, "a.jpg", 10, 10});
@@ -159,13 +159,32 @@ TEST(Coco2017Synthetic, ShortestFloatsInTheJson) {
   CocoAnnotation a;
   a.id = 1, a.image_id = 1, a.category_id = 3, a.bbox = {0.1f, 23.07f, 2, 1e-3f};
   a.segmentation.kind = Segmentation::Kind::polygons;
-  a.segmentation.polygons = {{59.57f, 29.4f, 80.51f, 31.07f, 1.0f / 3.0f, 7}};
+  a.segmentation.polygons = {{59.57, 29.4, 80.51, 31.07, 1.0 / 3.0, 7}};
   f.annotations.push_back(a);
   f.build_index();
   const std::string text = to_coco_json(f);
   EXPECT_NE(text.find("[0.1,23.07,2.0,0.001]"), std::string::npos) << text;
-  EXPECT_NE(text.find("[[59.57,29.4,80.51,31.07,0.33333334,7.0]]"), std::string::npos) << text;
+  EXPECT_NE(text.find("[[59.57,29.4,80.51,31.07,0.3333333333333333,7.0]]"), std::string::npos) << text;
   EXPECT_EQ(parse_coco_json(text, "t.json").annotations, f.annotations);
+}
+
+// Note [Polygon coordinates are doubles]: at a tie of the fifth-of-a-pixel grid the float would
+// move the vertex; the file's double is kept.
+TEST(Coco2017Synthetic, PolygonTiesKeepTheFilesDoubles) {
+  const CocoFile f = parse_coco_json(
+      std::string(R"({"images": [{"id": 1, "file_name": "a.jpg", "height": 10, "width": 20}],
+        "categories": [{"id": 1, "name": "x"}],
+        "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [7.7, 1, 4.6, 5.3],
+                         "segmentation": [[10, 1, 12.3, 6.1, 7.7, 6.3]]}]})"),
+      "ties.json");
+  const auto& poly = f.annotations[0].segmentation.polygons[0];
+  EXPECT_EQ(poly[2], 12.3);
+  nn::Polygons as_float = {poly};
+  for (double& v : as_float[0]) v = static_cast<float>(v);
+  // pycocotools 2.0 (maskApi.c built from source) gives area 11 for the doubles, 12 for the
+  // float32 values of the same coordinates.
+  EXPECT_EQ(nn::rle_area(nn::rle_from_polygons({poly}, 10, 20)), 11u);
+  EXPECT_EQ(nn::rle_area(nn::rle_from_polygons(as_float, 10, 20)), 12u);
 }
 
 // The tool writes the layout and refuses bad arguments (nothing left behind).
@@ -413,7 +432,7 @@ TEST(Coco2017Reader, CorruptInputsNameFileImageAndAnnotation) {
             std::string::npos);
   h.write();
   CocoFile f = read_coco_json(file);
-  f.annotations[0].segmentation.polygons[0][3] = std::nanf("");
+  f.annotations[0].segmentation.polygons[0][3] = std::nan("");
   try {
     validate_coco2017(f, (fs::path(h.root) / "val2017").string(), true);
     ADD_FAILURE() << "a NaN polygon coordinate passed";
@@ -465,9 +484,7 @@ TEST(Coco2017Synthetic, PycocotoolsAnnToMask) {
     if (it->segmentation.kind == Segmentation::Kind::rle) {
       ours = nn::rle_decode(nn::Rle{it->segmentation.rle.height, it->segmentation.rle.width, it->segmentation.rle.counts});
     } else {
-      nn::Polygons polys;
-      for (const auto& q : it->segmentation.polygons) polys.emplace_back(q.begin(), q.end());
-      ours = raster(polys, h, w);
+      ours = raster(it->segmentation.polygons, h, w);
     }
     worst = std::min(worst, iou(ref, ours));
     ++n;
