@@ -401,7 +401,7 @@ TEST(Coco2017Reader, ReferenceTargets) {
   // Box 13 (w = 1) is empty as x1 == x2 and dropped; box 14 is clipped to the image.
   EXPECT_EQ(b.annotation_ids, (std::vector<std::int64_t>{14}));
   EXPECT_EQ(b.boxes, (std::vector<float>{15, 10, 19, 15}));
-  // Training: images with only crowd or at-most-1-pixel boxes are removed; all else kept.
+  // Training: an image whose boxes are all at most 1 pixel wide or high is removed.
   h.write(R"("bbox": [15, 10, 10, 10])", R"("bbox": [15, 10, 10, 1])");
   Coco2017Options train;
   train.remove_images_without_annotations = true;
