@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -82,12 +83,14 @@ struct Reader {
     if (!std::isfinite(d)) fail(p, "not a finite number");
     return d;
   }
-  // A number stored as float (boxes, polygons): finite doubles beyond float range are refused.
-  float single(const json& v, const Path& p) const {
+  // A number a model takes as float (boxes, polygons): finite doubles beyond float range are
+  // refused. Polygons keep the double (bounded), boxes the float (single).
+  double bounded(const json& v, const Path& p) const {
     const double d = number(v, p);
     if (std::fabs(d) > 3.0e38) fail(p, "out of float range");
-    return static_cast<float>(d);
+    return d;
   }
+  float single(const json& v, const Path& p) const { return static_cast<float>(bounded(v, p)); }
   // An integer, also written as an integral float.
   std::int64_t integer(const json& v, const Path& p) const {
     if (v.is_number_integer() && !v.is_number_unsigned()) return v.get<std::int64_t>();
@@ -176,9 +179,9 @@ struct Reader {
       const json& poly = array(v[k], pp);
       if (poly.size() < 6 || poly.size() % 2 != 0)
         fail(pp, fmt::format("a polygon needs an even number >= 6 of coordinates, found {}", poly.size()));
-      std::vector<float> xy;
+      std::vector<double> xy;
       xy.reserve(poly.size());
-      for (std::size_t i = 0; i < poly.size(); ++i) xy.push_back(single(poly[i], pp.at(i)));
+      for (std::size_t i = 0; i < poly.size(); ++i) xy.push_back(bounded(poly[i], pp.at(i)));
       s.polygons.push_back(std::move(xy));
     }
     return s;
@@ -231,6 +234,11 @@ struct Reader {
 std::string json_path(const char* section, std::size_t i, const char* key) {
   return fmt::format("$.{}[{}].{}", section, i, key);
 }
+
+// A float as the double of its shortest decimal form, so that the file says 23.07 rather than
+// 23.069999694824219 (the float's exact value as a double); reading it back as a float gives the
+// same float.
+double shortest(float v) { return std::strtod(fmt::format("{}", v).c_str(), nullptr); }
 
 ordered_json rle_json(const Rle& r) {
   ordered_json j;
@@ -353,7 +361,7 @@ std::string to_coco_json(const CocoFile& file, int indent) {
     j["id"] = a.id;
     j["image_id"] = a.image_id;
     j["category_id"] = a.category_id;
-    j["bbox"] = {a.bbox[0], a.bbox[1], a.bbox[2], a.bbox[3]};
+    j["bbox"] = {shortest(a.bbox[0]), shortest(a.bbox[1]), shortest(a.bbox[2]), shortest(a.bbox[3])};
     j["area"] = a.area;
     j["iscrowd"] = a.iscrowd ? 1 : 0;
     if (a.segmentation.kind == Segmentation::Kind::polygons) j["segmentation"] = a.segmentation.polygons;

@@ -17,6 +17,16 @@
 /// category; every number finite; bbox w, h >= 0; image height, width >= 1; each polygon has an
 /// even number >= 6 of coordinates; RLE runs are >= 0 and sum to h * w.
 ///
+/// Note [Polygon coordinates are doubles]
+/// pycocotools rasterises a polygon from the JSON's numbers as doubles, first snapping each vertex
+/// to a fifth-of-a-pixel grid with (int)(5 x + 0.5). COCO writes coordinates with two decimals, and
+/// at x = k.1, k.3, k.5, k.7, k.9 that expression is an exact tie: the double (56.1 is
+/// 56.1000000000000014) lands on 281, the float (56.0999985) on 280, moving the vertex by a fifth
+/// of a pixel and the mask by a few boundary pixels. So polygons are kept as doubles, and whatever
+/// rasterises ground truth the way COCOeval does (annToRLE) sees the file's values. Mask R-CNN's
+/// training targets are made from float32 polygons in the reference; nn::polygon_mask_targets
+/// does that rounding itself.
+///
 /// Note [Hostile COCO files]
 /// The reader is fuzzed (tests/fuzz/fuzz_coco.cpp). Before nlohmann_json sees the bytes, a scan
 /// bounds the nesting depth (CocoReadOptions::max_depth) so neither the parser nor the value's
@@ -73,7 +83,9 @@ struct Rle {
 struct Segmentation {
   enum class Kind { none, polygons, rle };
   Kind kind = Kind::none;
-  std::vector<std::vector<float>> polygons;  ///< kind == polygons: each x1, y1, x2, y2, ...
+  /// kind == polygons: each x1, y1, x2, y2, ... as the file has them (doubles, as pycocotools
+  /// reads them: Note [Polygon coordinates are doubles]).
+  std::vector<std::vector<double>> polygons;
   Rle rle;                                   ///< kind == rle
   friend bool operator==(const Segmentation&, const Segmentation&) = default;
 };
@@ -126,8 +138,10 @@ CocoFile parse_coco_json(const std::string& text, const std::string& name, const
 /// Read and parse a file (DataError naming it when it cannot be read).
 CocoFile read_coco_json(const std::string& path, const CocoReadOptions& options = {});
 
-/// The file as COCO JSON (keys in the usual order; RLE in the form it was read; compact unless
-/// indent >= 0). parse_coco_json(to_coco_json(f)) gives back f.
+/// The file as COCO JSON (keys in the usual order; RLE in the form it was read; boxes in the
+/// shortest decimal form that reads back as the same float, 23.07 rather than 23.069999694824219,
+/// polygon coordinates likewise as doubles; compact unless indent >= 0).
+/// parse_coco_json(to_coco_json(f)) gives back f.
 std::string to_coco_json(const CocoFile& file, int indent = -1);
 /// Write to_coco_json(file) to `path` (through a temporary file and a rename).
 void write_coco_json(const CocoFile& file, const std::string& path);

@@ -21,10 +21,15 @@
 #include "benchhost/random.hpp"
 #include "benchhost/tensor.hpp"
 #include "coco_json.hpp"
+#include "planted.hpp"
 
 namespace benchhost::coco {
 namespace fs = std::filesystem;
 namespace {
+
+using planted::Box;
+using planted::Canvas;
+using planted::uniform_int;
 
 constexpr const char* kMarker = "openimages_synthetic.txt";
 constexpr std::array<const char*, 6> kShapes = {"circle", "square", "triangle", "ring", "cross", "diamond"};
@@ -40,38 +45,6 @@ bool inside(const std::string& shape, double x, double y, double s) {
   return std::fabs(dx) + std::fabs(dy) <= c;  // diamond
 }
 
-struct Box {
-  int x0 = 1 << 30, y0 = 1 << 30, x1 = -1, y1 = -1;  // inclusive pixel extents
-  void add(int x, int y) {
-    x0 = std::min(x0, x), y0 = std::min(y0, y), x1 = std::max(x1, x), y1 = std::max(y1, y);
-  }
-  void add(const Box& b) { add(b.x0, b.y0), add(b.x1, b.y1); }
-  bool empty() const { return x1 < 0; }
-};
-
-struct Canvas {
-  int h, w;
-  std::vector<std::uint8_t> px;  // HWC RGB
-  // Paint a shape of side s at (left, top); returns the tight box of the painted pixels.
-  Box paint(const std::string& shape, int left, int top, int s, const std::array<int, 3>& colour) {
-    Box b;
-    for (int i = 0; i < s; ++i)
-      for (int j = 0; j < s; ++j) {
-        if (!inside(shape, j + 0.5, i + 0.5, s)) continue;
-        const int y = top + i, x = left + j;
-        if (y < 0 || y >= h || x < 0 || x >= w) continue;
-        std::uint8_t* p = px.data() + (static_cast<std::size_t>(y) * w + x) * 3;
-        for (int k = 0; k < 3; ++k) p[k] = static_cast<std::uint8_t>(colour[k]);
-        b.add(x, y);
-      }
-    return b;
-  }
-};
-
-int uniform_int(Rng& rng, int lo, int hi) {  // [lo, hi]
-  return lo + static_cast<int>(rng.below(static_cast<std::uint64_t>(hi - lo + 1)));
-}
-
 // Category id of each shape index: the position of its name among the chosen names, sorted.
 std::vector<std::int64_t> category_of_shape(int classes) {
   const std::vector<std::string> names = synthetic_class_names(classes);
@@ -85,38 +58,9 @@ SyntheticImage render(const OpenImagesSyntheticOptions& o, int split, int index)
   Rng rng(o.seed, (static_cast<std::uint64_t>(split + 1) << 32) + static_cast<std::uint64_t>(index));
   const std::vector<std::int64_t> category = category_of_shape(o.classes);
   SyntheticImage r;
-  Canvas cv;
-  cv.h = uniform_int(rng, o.min_size, o.max_size);
-  cv.w = uniform_int(rng, o.min_size, o.max_size);
-  cv.px.resize(static_cast<std::size_t>(cv.h) * cv.w * 3);
   std::array<int, 3> base{};
-  std::array<double, 3> grad{};
-  for (int k = 0; k < 3; ++k) {
-    base[k] = uniform_int(rng, 40, 215);
-    grad[k] = rng.uniform(-50.0f, 50.0f);
-  }
-  const double angle = rng.uniform(0.0f, 6.2831853f);
-  const double gx = std::cos(angle), gy = std::sin(angle);
-  for (int y = 0; y < cv.h; ++y)
-    for (int x = 0; x < cv.w; ++x) {
-      const double t = ((x + 0.5) / cv.w - 0.5) * gx + ((y + 0.5) / cv.h - 0.5) * gy;  // in [-0.71, 0.71]
-      for (int k = 0; k < 3; ++k) {
-        const double v = base[k] + grad[k] * t + rng.uniform(-20.0f, 20.0f);
-        cv.px[(static_cast<std::size_t>(y) * cv.w + x) * 3 + k] = static_cast<std::uint8_t>(std::clamp(std::lround(v), 0L, 255L));
-      }
-    }
-  auto colour = [&] {
-    std::array<int, 3> c{};
-    for (int attempt = 0; attempt < 32; ++attempt) {
-      int far = 0;
-      for (int k = 0; k < 3; ++k) {
-        c[k] = uniform_int(rng, 0, 255);
-        far = std::max(far, std::abs(c[k] - base[k]));
-      }
-      if (far >= 80) break;
-    }
-    return c;
-  };
+  Canvas cv = planted::background(rng, o.min_size, o.max_size, base);
+  auto colour = [&] { return planted::object_colour(rng, base); };
   const int side = std::min(cv.h, cv.w);
   const int n = uniform_int(rng, 1, o.max_objects);
   for (int m = 0; m < n; ++m) {
@@ -137,20 +81,19 @@ SyntheticImage render(const OpenImagesSyntheticOptions& o, int split, int index)
         const int s = std::max(4, static_cast<int>(std::lround(side * rng.uniform(0.06f, 0.10f))));
         const int left = rx + uniform_int(rng, 0, std::max(0, region - s));
         const int top = ry + uniform_int(rng, 0, std::max(0, region - s));
-        box.add(cv.paint(shape, left, top, s, col));
+        box.add(cv.paint(left, top, s, col, [&](double x, double y) { return inside(shape, x, y, s); }));
       }
     } else {
       const int s = std::max(6, static_cast<int>(std::lround(side * rng.uniform(0.1f, 0.6f))));
       const int left = uniform_int(rng, 0, cv.w - s), top = uniform_int(rng, 0, cv.h - s);
-      box = cv.paint(shape, left, top, s, col);
+      box = cv.paint(left, top, s, col, [&](double x, double y) { return inside(shape, x, y, s); });
     }
     if (box.empty()) continue;
     obj.bbox = {static_cast<float>(box.x0), static_cast<float>(box.y0), static_cast<float>(box.x1 - box.x0 + 1),
                 static_cast<float>(box.y1 - box.y0 + 1)};
     r.objects.push_back(obj);
   }
-  r.pixels = Tensor::empty({cv.h, cv.w, 3}, DType::u8);
-  std::copy(cv.px.begin(), cv.px.end(), r.pixels.data<std::uint8_t>());
+  r.pixels = cv.pixels();
   return r;
 }
 
@@ -161,9 +104,7 @@ std::string file_stem(std::uint64_t seed, int split, int index) {
 }
 
 void write_bytes(const fs::path& p, const std::vector<std::uint8_t>& bytes) {
-  std::ofstream out(p, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  BH_CHECK_AS(DataError, out.good(), "make_openimages_synthetic: cannot write {}", p.string());
+  planted::write_bytes("make_openimages_synthetic", p, bytes);
 }
 
 // One split into dir/<split>/{data,labels}; returns the number of annotations.
@@ -264,29 +205,13 @@ std::string openimages_synthetic_options_text(const OpenImagesSyntheticOptions& 
 
 OpenImagesSyntheticReport generate_openimages_synthetic(const std::string& root, const OpenImagesSyntheticOptions& o) {
   check_options(o);
-  std::error_code ec;
-  const fs::path target = fs::absolute(fs::path(root)).lexically_normal();
-  const fs::path final_path = target.filename().empty() ? target.parent_path() : target;
-  BH_CHECK_AS(InvalidArgument, !fs::exists(final_path, ec), "make_openimages_synthetic: {} already exists", root);
-  fs::create_directories(final_path.parent_path(), ec);
-  const fs::path staging =
-      final_path.parent_path() / fmt::format(".{}.tmp.{}", final_path.filename().string(), ::getpid());
-  fs::remove_all(staging, ec);
-  fs::create_directory(staging, ec);
-  BH_CHECK_AS(DataError, !ec, "make_openimages_synthetic: cannot create {}: {}", staging.string(), ec.message());
   OpenImagesSyntheticReport r;
-  try {
+  planted::write_atomically("make_openimages_synthetic", root, [&](const fs::path& staging) {
     r.train_boxes = write_split(staging, "train", 0, o.train_images, o);
     r.val_boxes = write_split(staging, "validation", 1, o.val_images, o);
     const std::string text = openimages_synthetic_options_text(o);
     write_bytes(staging / kMarker, std::vector<std::uint8_t>(text.begin(), text.end()));
-    fs::rename(staging, final_path, ec);
-    BH_CHECK_AS(DataError, !ec, "make_openimages_synthetic: cannot rename {} to {}: {}", staging.string(),
-                final_path.string(), ec.message());
-  } catch (...) {
-    fs::remove_all(staging, ec);
-    throw;
-  }
+  });
   r.train_images = o.train_images;
   r.val_images = o.val_images;
   r.generated = true;

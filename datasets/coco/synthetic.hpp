@@ -21,6 +21,8 @@
 /// supercategory null, as FiftyOne's export writes them. Image ids start at 1 in each split,
 /// file names are 16 hex digits (like OpenImages ids), annotation ids start at 1.
 /// JPEGs come from the SDK's encoder (data::encode_jpeg, quality 90): same options, same bytes.
+/// The drawing code (size, background, colours, painting) is planted.hpp's, shared with the COCO
+/// 2017 generator (Note [Planted polygons], synthetic_coco2017.hpp).
 
 #include <array>
 #include <cstdint>

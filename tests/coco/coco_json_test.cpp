@@ -35,7 +35,7 @@ TEST(CocoJson, ParsesEveryFieldKind) {
   EXPECT_FALSE(a.iscrowd);
   ASSERT_EQ(a.segmentation.kind, Segmentation::Kind::polygons);
   ASSERT_EQ(a.segmentation.polygons.size(), 2u);
-  EXPECT_EQ(a.segmentation.polygons[0], (std::vector<float>{10.5f, 20.25f, 40.5f, 20.25f, 40.5f, 60.25f}));
+  EXPECT_EQ(a.segmentation.polygons[0], (std::vector<double>{10.5, 20.25, 40.5, 20.25, 40.5, 60.25}));
   EXPECT_EQ(a.segmentation.polygons[1].size(), 8u);
 
   const CocoAnnotation& b = f.annotations[1];
