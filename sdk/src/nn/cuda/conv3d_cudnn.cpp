@@ -315,17 +315,6 @@ void run_backward_data(const Plan& p, const Tensor& small, const Tensor& w, Tens
       p.big.d, big.raw_data()));
 }
 
-// y += bias for half NDHWC y and an f32 or half bias; dbias += the sum of half dy over all but its
-// channel dim (Note [Half-precision convolutions] in conv_cudnn.cpp).
-void add_half_bias(Tensor& y, const Tensor& bias) {
-  add_(y, bias.dtype() == y.dtype() ? bias : cast(bias, y.dtype()));
-}
-void add_half_bias_grad(const Tensor& dbias, const Tensor& dy) {
-  const Tensor sum = sum_to_shape(dy, dbias.shape());
-  Tensor d = dbias;
-  add_(d, sum.dtype() == d.dtype() ? sum : cast(sum, d.dtype()));
-}
-
 // big -> small and small -> big through the graph API where it takes the call, else the legacy
 // API's plan.
 void big_to_small(const Conv3dGeometry& g, const Conv3dSpec& s, const Tensor& big, const Tensor& w,
@@ -488,12 +477,8 @@ std::string accept_conv(const OpCall& c, const std::vector<Tensor>& same_type,
     return "half-precision 3-d convolutions run natively in NDHWC only";
   if (weights.dim() != 5 || weights.size(0) % 8 != 0 || weights.size(1) % 8 != 0)
     return "half-precision 3-d convolutions need channel counts that are multiples of 8";
-  if (bias.defined()) {
-    if (bias.dtype() != t && bias.dtype() != DType::f32)
-      return "the bias (or its gradient) must be f32 or the volumes' type";
-    if (std::string why = require_cuda_contiguous({bias}, bias.dtype()); !why.empty()) return why;
-    if (bias.dim() != 1) return "the bias (or its gradient) must be one-dimensional";
-  }
+  if (bias.defined())
+    if (std::string why = accept_half_bias(bias, t, -1); !why.empty()) return why;
   return {};
 }
 

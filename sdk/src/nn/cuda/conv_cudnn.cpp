@@ -19,7 +19,7 @@
 // [Half-precision promotion]), e.g. a 1- or 3-channel stem convolution. A bias ([O], f32 or the
 // half type) is added after the convolution in the half type, cast as PyTorch's AMP casts it; its
 // gradient, the sum of the output gradient over N, H and W, is added to an f32 dbias in f32 (see
-// add_half_bias, add_half_bias_grad).
+// add_half_bias, add_half_bias_grad in cudnn_common.hpp).
 //
 // Which API: channels-last calls (an f32 bias aside), of the dtypes BENCHHOST_CUDNN_GRAPH names (f16 and
 // bf16 by default), go through cuDNN's graph API, where the legacy API has no fast engine for
@@ -284,18 +284,6 @@ Tensor filter_last(const Tensor& w, cudnnHandle_t h) {
   return t;
 }
 
-// y += bias for half y (NHWC or NDHWC: the bias is y's innermost dim) and an f32 or half bias.
-void add_half_bias(Tensor& y, const Tensor& bias) {
-  add_(y, bias.dtype() == y.dtype() ? bias : cast(bias, y.dtype()));
-}
-
-// dbias += the sum of half dy over all but its innermost (channel) dim, for an f32 or half dbias.
-void add_half_bias_grad(const Tensor& dbias, const Tensor& dy) {
-  const Tensor sum = sum_to_shape(dy, dbias.shape());
-  Tensor d = dbias;
-  add_(d, sum.dtype() == d.dtype() ? sum : cast(sum, d.dtype()));
-}
-
 void forward(OpCall& call) {
   const Conv2dSpec s = conv_detail::conv_spec(call.attrs);
   const Tensor &x = call.inputs[0], &w = call.inputs[1];
@@ -421,12 +409,8 @@ std::string accept_conv(const OpCall& c, const std::vector<Tensor>& same_type, c
       return "the weight gradient must be f32 or the images' type";
     if (std::string why = require_cuda_contiguous({master_grad}, master_grad.dtype()); !why.empty()) return why;
   }
-  if (bias.defined()) {
-    if (bias.dtype() != t && bias.dtype() != DType::f32) return "the bias (or its gradient) must be f32 or the images' type";
-    if (std::string why = require_cuda_contiguous({bias}, bias.dtype()); !why.empty()) return why;
-    if (bias.dim() != 1 || weights.dim() < 1 || bias.size(0) != weights.size(0))
-      return "the bias (or its gradient) must be [O]";
-  }
+  if (bias.defined())
+    if (std::string why = accept_half_bias(bias, t, weights.dim() >= 1 ? weights.size(0) : -1); !why.empty()) return why;
   const Conv2dSpec s = conv_detail::conv_spec(c.attrs);
   if (s.layout != ImageLayout::nhwc) return "half-precision convolutions run natively in NHWC only";
   if (weights.dim() != 4 || s.groups <= 0 || weights.size(0) % (8 * s.groups) != 0 || weights.size(1) % 8 != 0)

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "benchhost/error.hpp"
+#include "benchhost/nn/ops.hpp"
 #include "nn/cuda/cuda_common.hpp"
 
 #define BH_CHECK_CUDNN(call)                                                                  \
@@ -73,5 +74,28 @@ struct ConvDesc {
   ConvDesc(const ConvDesc&) = delete;
   ConvDesc& operator=(const ConvDesc&) = delete;
 };
+
+// The bias of a half-precision convolution (Note [Half-precision convolutions] in conv_cudnn.cpp),
+// for channels-last y and dy, where the bias is the innermost dim.
+/// "" if `bias` (or its gradient) can go with half images of type `t`: f32 or `t`, contiguous on
+/// the device, one-dimensional, and `channels` long where channels >= 0.
+inline std::string accept_half_bias(const Tensor& bias, DType t, std::int64_t channels) {
+  if (bias.dtype() != t && bias.dtype() != DType::f32)
+    return "the bias (or its gradient) must be f32 or the images' type";
+  if (std::string why = require_cuda_contiguous({bias}, bias.dtype()); !why.empty()) return why;
+  if (bias.dim() != 1 || (channels >= 0 && bias.size(0) != channels))
+    return "the bias (or its gradient) must be [output channels]";
+  return {};
+}
+/// y += bias, in y's half type (the bias cast, as PyTorch's AMP casts it).
+inline void add_half_bias(Tensor& y, const Tensor& bias) {
+  add_(y, bias.dtype() == y.dtype() ? bias : cast(bias, y.dtype()));
+}
+/// dbias += the sum of half dy over all but its innermost dim, added in dbias's type (f32 or half).
+inline void add_half_bias_grad(const Tensor& dbias, const Tensor& dy) {
+  const Tensor sum = sum_to_shape(dy, dbias.shape());
+  Tensor d = dbias;
+  add_(d, sum.dtype() == d.dtype() ? sum : cast(sum, d.dtype()));
+}
 
 }  // namespace benchhost::nn::cuda

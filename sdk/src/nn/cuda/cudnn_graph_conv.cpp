@@ -108,37 +108,32 @@ bool build_graph(const ConvProblem& p, cudnnHandle_t h, OpGraph& g) {
       !set_i64s(g.conv.d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, p.pad) ||
       !set_i64s(g.conv.d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, p.pad) || !finalize(g.conv.d))
     return false;
+  // The operation's descriptor type and its attributes: alpha, beta, conv, then x, w, y in the
+  // roles of ConvProblem (dx / dw where they are the output).
+  struct OpAttrs {
+    cudnnBackendDescriptorType_t type;
+    cudnnBackendAttributeName_t alpha, beta, conv, x, w, y;
+  };
+  static constexpr OpAttrs kOps[] = {
+      {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y},
+      {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY},
+      {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY},
+  };
+  const OpAttrs& a = kOps[static_cast<int>(p.kind)];
   const float alpha = 1.0f, beta = 0.0f;
-  bool ok = false;
-  switch (p.kind) {
-    case ConvKind::forward:
-      g.op = std::make_unique<Desc>(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
-      ok = set(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha) &&
-           set(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta) &&
-           set_desc(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, g.conv.d) &&
-           set_desc(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, g.x.d) &&
-           set_desc(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, g.w.d) &&
-           set_desc(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, g.y.d);
-      break;
-    case ConvKind::backward_data:
-      g.op = std::make_unique<Desc>(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
-      ok = set(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha) &&
-           set(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta) &&
-           set_desc(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, g.conv.d) &&
-           set_desc(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, g.x.d) &&
-           set_desc(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, g.w.d) &&
-           set_desc(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, g.y.d);
-      break;
-    case ConvKind::backward_filter:
-      g.op = std::make_unique<Desc>(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
-      ok = set(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha) &&
-           set(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta) &&
-           set_desc(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, g.conv.d) &&
-           set_desc(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, g.x.d) &&
-           set_desc(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, g.w.d) &&
-           set_desc(g.op->d, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, g.y.d);
-      break;
-  }
+  g.op = std::make_unique<Desc>(a.type);
+  const bool ok = set(g.op->d, a.alpha, CUDNN_TYPE_FLOAT, 1, &alpha) &&
+                  set(g.op->d, a.beta, CUDNN_TYPE_FLOAT, 1, &beta) && set_desc(g.op->d, a.conv, g.conv.d) &&
+                  set_desc(g.op->d, a.x, g.x.d) && set_desc(g.op->d, a.w, g.w.d) && set_desc(g.op->d, a.y, g.y.d);
   if (!ok || !finalize(g.op->d)) return false;
   cudnnBackendDescriptor_t ops = g.op->d;
   return set(g.graph.d, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ops) &&
