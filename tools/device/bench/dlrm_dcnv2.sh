@@ -9,6 +9,7 @@ dl_tables=$(conf $dc dlrm_dcnv2.table-sizes | tr ',' '\n' | awk -v cap="${DLRM_R
 dl_hot=$(conf $dc dlrm_dcnv2.multi-hot-sizes)
 ours dlrm_dcnv2_benchhost_fp32 --plugin dlrm_dcnv2 --config mlperf -b "$dl_batch" --dlrm_dcnv2.table-sizes "$dl_tables" --precision fp32
 ours dlrm_dcnv2_benchhost_tf32 --plugin dlrm_dcnv2 --config mlperf -b "$dl_batch" --dlrm_dcnv2.table-sizes "$dl_tables" --precision tf32
+ours dlrm_dcnv2_benchhost_bf16 --plugin dlrm_dcnv2 --config mlperf -b "$dl_batch" --dlrm_dcnv2.table-sizes "$dl_tables" --precision bf16
 for amp in none bf16; do
   peer "dlrm_dcnv2_pytorch_amp_$amp" tools/peers/dlrm_peer.py bench --device "$dev" --amp "$amp" --table-sizes "$dl_tables" \
     --multi-hot-sizes "$dl_hot" --batch "$dl_batch" --steps "$iters" --warmup 3 --threads "$(nproc)"
