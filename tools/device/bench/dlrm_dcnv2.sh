@@ -1,7 +1,7 @@
 # dlrm_dcnv2 on the GPU (sourced by tools/device/bench_gpu.sh): the MLPerf model shape
 # (configs/dlrm_dcnv2/mlperf.conf) at batch DLRM_BATCH (65536) with every table capped at DLRM_ROWS
 # rows (4M: 28.2M rows, 14.4 GB of weights, so weights, gradient buffers and Adagrad state fit one
-# 80 GB GPU), synthetic: ours fp32 and tf32 vs tools/peers/dlrm_peer.py (the same model and
+# 80 GB GPU), synthetic: ours fp32, tf32 and bf16 vs tools/peers/dlrm_peer.py (the same model and
 # Adagrad) fp32 and AMP bf16.
 dc=configs/dlrm_dcnv2/mlperf.conf
 dl_batch=${DLRM_BATCH:-65536}
