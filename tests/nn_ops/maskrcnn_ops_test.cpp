@@ -11,6 +11,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -554,6 +555,29 @@ TEST(MaskRle, PolygonsFollowPixelCentresAwayFromTheBoundary) {
   }
   std::printf("[ polygons ] %lld pixels checked against centre-in-polygon, %lld within 0.3 px of an edge skipped\n",
               static_cast<long long>(checked), static_cast<long long>(near_boundary));
+}
+
+// Note [Hostile polygons]: what a file could hold is refused with a message naming it, before
+// any allocation, and a polygon reaching a little past its image still rasterises.
+TEST(MaskRle, HostilePolygonsAreRefused) {
+  auto refused = [](const std::vector<double>& xy, std::int64_t h, std::int64_t w, const std::string& words) {
+    try {
+      (void)rle_from_polygon(xy, h, w);
+      ADD_FAILURE() << "accepted " << xy.size() << " coordinates on " << h << "x" << w;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  refused({0, 0, nan, 5, 5, 5}, 10, 10, "not a finite number");
+  refused({0, 0, inf, 5, 5, 5}, 10, 10, "not a finite number");
+  refused({0, 0, 1e300, 5, 5, 5}, 10, 10, "not a finite number within");
+  refused({0, 0, -2e6, 5, 5, 5}, 10, 10, "within");
+  refused({0, 0, 1e6, 0, 1e6, 1e6, 0, 1e6}, 10, 10, "grid steps long");
+  refused({0, 0, 5, 0, 5, 5}, 70000, 70000, "2^32 pixels");
+  EXPECT_THROW((void)rle_from_polygons({}, std::int64_t{1} << 33, 1), InvalidArgument);
+  const Rle over = rle_from_polygon({-3, -3, 12, -3, 12, 12, -3, 12}, 10, 10);
+  EXPECT_EQ(over.counts, (std::vector<std::uint32_t>{0, 100}));  // the whole image, no wrap-around
 }
 
 TEST(MaskRle, CrowdRleDecodeIouAndStrings) {

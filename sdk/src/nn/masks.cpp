@@ -187,10 +187,35 @@ Rle rle_from_string(const std::string& counts, std::int64_t height, std::int64_t
   return r;
 }
 
+// Note [Hostile polygons]
+// Polygons come from files (COCO annotations, result files). The rasteriser walks every edge on a
+// 5x grid in int coordinates, one point per grid step, and stores runs as uint32: a non-finite or
+// huge coordinate would overflow the int cast, a long edge would allocate without bound, and an
+// image of 2^32 pixels or more would overflow a run. So coordinates must be finite and within
+// kMaxPolygonCoord pixels of the origin (a real polygon lies in its image, at most a few pixels
+// over its edge), the whole boundary may take at most kMaxPolygonWalk grid points (128 MB), and
+// the image fewer than 2^32 pixels; anything else is InvalidArgument naming the value.
+namespace {
+constexpr double kMaxPolygonCoord = 1 << 20;
+constexpr std::uint64_t kMaxPolygonWalk = std::uint64_t{1} << 24;
+
+void check_rle_image(std::int64_t height, std::int64_t width, const char* op) {
+  BH_CHECK_AS(InvalidArgument,
+              height >= 0 && width >= 0 && height < (std::int64_t{1} << 32) && width < (std::int64_t{1} << 32) &&
+                  static_cast<std::uint64_t>(height) * static_cast<std::uint64_t>(width) < (std::uint64_t{1} << 32),
+              "{}: a {}x{} image does not fit an RLE's 32-bit runs (fewer than 2^32 pixels)", op, height, width);
+}
+}  // namespace
+
 Rle rle_from_polygon(const std::vector<double>& xy, std::int64_t height, std::int64_t width) {
   BH_CHECK_AS(InvalidArgument, xy.size() % 2 == 0 && xy.size() >= 4 && height >= 0 && width >= 0,
               "rle_from_polygon: {} coordinates (needs pairs, at least 2 points) for a {}x{} image", xy.size(), height,
               width);
+  check_rle_image(height, width, "rle_from_polygon");
+  for (std::size_t j = 0; j < xy.size(); ++j)
+    BH_CHECK_AS(InvalidArgument, std::isfinite(xy[j]) && std::fabs(xy[j]) <= kMaxPolygonCoord,
+                "rle_from_polygon: coordinate {} is {}, not a finite number within {} pixels (Note [Hostile polygons])",
+                j, xy[j], kMaxPolygonCoord);
   const double kScale = 5.0;
   const std::size_t k = xy.size() / 2;
   // Vertices on the 5x grid (rounded half up, truncated toward zero as a C cast), closed.
@@ -201,6 +226,12 @@ Rle rle_from_polygon(const std::vector<double>& xy, std::int64_t height, std::in
   }
   vx[k] = vx[0];
   vy[k] = vy[0];
+  std::uint64_t walk = 0;
+  for (std::size_t j = 0; j < k; ++j)
+    walk += static_cast<std::uint64_t>(std::max(std::abs(vx[j + 1] - vx[j]), std::abs(vy[j + 1] - vy[j]))) + 1;
+  BH_CHECK_AS(InvalidArgument, walk <= kMaxPolygonWalk,
+              "rle_from_polygon: the boundary of {} points is {} grid steps long, more than {} (Note [Hostile polygons])",
+              k, walk, kMaxPolygonWalk);
   // Every grid point along the boundary: each edge walked along its longer axis, always from its
   // lower end (then reversed back), the other coordinate rounded.
   std::vector<int> u, v;
@@ -262,6 +293,7 @@ Rle rle_from_polygon(const std::vector<double>& xy, std::int64_t height, std::in
 }
 
 Rle rle_from_polygons(const std::vector<std::vector<double>>& polygons, std::int64_t height, std::int64_t width) {
+  check_rle_image(height, width, "rle_from_polygons");
   if (polygons.empty()) return Rle{height, width, {static_cast<std::uint32_t>(height * width)}};
   std::vector<Rle> parts;
   for (const auto& p : polygons) parts.push_back(rle_from_polygon(p, height, width));

@@ -400,7 +400,9 @@ std::string rle_to_string(const Rle& rle);
 Rle rle_from_string(const std::string& counts, std::int64_t height, std::int64_t width);
 /// One polygon (x1, y1, x2, y2, ...) in pixels rasterised into an H x W RLE (rleFrPoly). Throws
 /// InvalidArgument on an odd coordinate count or fewer than 2 points (COCO polygons have at
-/// least 3; degenerate ones give empty masks as in pycocotools).
+/// least 3; degenerate ones give empty masks as in pycocotools), and on what a hostile file could
+/// hold (Note [Hostile polygons] in nn/masks.cpp): a non-finite coordinate or one beyond 2^20
+/// pixels, a boundary of more than 2^24 grid steps, an image of 2^32 pixels or more.
 Rle rle_from_polygon(const std::vector<double>& xy, std::int64_t height, std::int64_t width);
 /// An object's polygons, each rasterised and OR-ed (COCO's annToRLE for iscrowd = 0).
 Rle rle_from_polygons(const std::vector<std::vector<double>>& polygons, std::int64_t height, std::int64_t width);
