@@ -7,7 +7,11 @@
 // 0.1-10 ms, far more than running a small convolution, and a training step of ResNet-50 runs
 // ~160 primitives. Each op therefore builds its primitive once per distinct key (op name, shapes,
 // layout, geometry) and keeps it. A model has a fixed set of shapes, so the cache stays small
-// (ResNet-50: a few hundred entries); it is never evicted. The cache is per thread: with
+// (ResNet-50: a few hundred entries). A model whose shapes change from step to step (Mask R-CNN's
+// heads run on as many RoIs as a step samples) would grow it without bound, and an entry holds
+// its staged activation buffers (megabytes): a cache that reaches kMaxEntries is emptied and
+// refilled (such a model should also round its varying sizes up to a few buckets, or every step
+// pays for building primitives). The cache is per thread: with
 // oneDNN's default scratchpad (shared by all primitives, DNNL_ENABLE_CONCURRENT_EXEC=OFF in
 // Debian's build) a primitive must run on the thread that created it, and no primitive may run
 // on two threads at once; two training loops in one process (data-parallel ranks as threads,
@@ -53,12 +57,17 @@ inline dnnl::stream& cpu_stream() {
 template <class T>
 class PrimitiveCache {
  public:
+  static constexpr std::size_t kMaxEntries = 512;
+  /// The entry of `key`, built on first use. The reference is valid until the next get() on
+  /// this cache from this thread (which may empty it).
   T& get(const std::string& key, const std::function<std::unique_ptr<T>()>& build) {
     thread_local std::unordered_map<const PrimitiveCache*, Map> per_cache;
     Map& map = per_cache[this];
     auto it = map.find(key);
     if (it != map.end()) return *it->second;
-    return *map.emplace(key, build()).first->second;
+    std::unique_ptr<T> entry = build();
+    if (map.size() >= kMaxEntries) map.clear();
+    return *map.emplace(key, std::move(entry)).first->second;
   }
 
  private:
