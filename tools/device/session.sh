@@ -47,7 +47,7 @@ if [ -n "$PROFILE_ONLY" ]; then
   save
 fi
 OUT=$work/bench ITERS=${ITERS:-10} RUN_TIMEOUT=${RUN_TIMEOUT:-60} \
-  WORKLOADS=${WORKLOADS:-"resnet50 bert gpt3 retinanet unet3d dlrm_dcnv2 rnnt"} \
+  WORKLOADS=${WORKLOADS:-"resnet50 bert gpt3 retinanet unet3d dlrm_dcnv2 rnnt maskrcnn"} \
   timeout -k 5 "${BENCH_BUDGET:-250}" bash tools/device/bench_gpu.sh > "$work/bench.out" 2>&1
 echo "bench phase rc=$? after $((SECONDS - t0)) s" >> "$work/phases.txt"
 save

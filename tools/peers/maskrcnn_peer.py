@@ -22,11 +22,31 @@ named in meta.json); outputs are written to DIR as raw arrays too. Modes:
                 NMS through torchvision                                        -> keep
     paste       torchvision.models.detection.roi_heads.paste_masks_in_image(masks, boxes, image
                 size, padding=1): the probabilities before the 0.5 threshold   -> pasted
+    model       the whole Mask R-CNN R-50-FPN of plugins/maskrcnn/model.hpp written in torch as
+                maskrcnn_benchmark builds it (FrozenBatchNorm2d without epsilon, STRIDE_IN_1X1
+                bottlenecks, FPN with LastLevelMaxPool, RPNHead, the legacy level mapper with
+                roi_align(aligned=False) per level, FPN2MLPFeatureExtractor + FPNPredictor,
+                MaskRCNNFPNFeatureExtractor + MaskRCNNC4Predictor), sizes from meta["config"];
+                loads weights.bhw (our state_dict names, strict), runs inputs.bhw's "images" and the
+                heads on "box_rois" / "mask_rois", back-propagates the output gradients "g.*" and
+                writes out.bhw: "obj.<l>", "del.<l>", "cls", "box", "mask" and "grad.<name>" of
+                every trainable parameter (freeze_at as FREEZE_CONV_BODY_AT)
     losses      for each of meta's betas i: maskrcnn_benchmark's smooth_l1_loss
                 (layers/smooth_l1_loss.py, as there) and torch.nn.functional.smooth_l1_loss(
                 reduction="sum", beta), times scale; the mask loss
                 F.binary_cross_entropy_with_logits(logits[arange(R), labels], targets); gradients
                 by autograd          -> smooth_i, smooth_torch_i, dsmooth_i, mask, dmask
+
+    maskrcnn_peer.py bench --batch-size B --image-size S [--threads T --iters N --warmup W --config JSON
+                       --device cuda]
+                time training steps of torchvision 0.14's MaskRCNN (GeneralizedRCNN: its
+                AnchorGenerator, RPN with losses and proposals, RoIHeads with MultiScaleRoIAlign,
+                TwoMLPHead, mask head and losses) around the body and FPN of mode "model", at the
+                sizes of --config (the JSON of meta["config"] plus anchor_scale and the RPN/RoI
+                counts), on random S x S images with the same four boxes (rectangle masks) per
+                image, SGD; prints JSON with ms/step (what `benchhost --mode train --synthetic`
+                runs). torchvision's ResNet puts the stride in the 3x3 and its box coder has no
+                +1; the body here is ours (stride in the 1x1), so only those conventions differ.
 
 torchvision's box conventions differ from the reference's in the level mapper only: its box area
 has no +1 and its eps is added after the log2 (the multiscale mode), so the test compares our
@@ -46,6 +66,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 import torchvision
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import weights  # noqa: E402
 from torchvision.ops import MultiScaleRoIAlign, roi_align
 
 
@@ -182,7 +205,261 @@ MODES = {"legacy_coder": mode_legacy_coder, "nms": mode_nms, "paste": mode_paste
          "losses": mode_losses}
 
 
+# ---- the whole model (mode "model") ----
+
+class FrozenBN(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        for name, value in (("weight", 1.0), ("bias", 0.0), ("running_mean", 0.0), ("running_var", 1.0)):
+            self.register_buffer(name, torch.full((n,), value))
+
+    def forward(self, x):
+        scale = self.weight * self.running_var.rsqrt()  # maskrcnn_benchmark: no epsilon
+        bias = self.bias - self.running_mean * scale
+        return x * scale.reshape(1, -1, 1, 1) + bias.reshape(1, -1, 1, 1)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, cin, width, cout, stride):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(cin, width, 1, stride, bias=False)  # STRIDE_IN_1X1
+        self.bn1 = FrozenBN(width)
+        self.conv2 = torch.nn.Conv2d(width, width, 3, 1, 1, bias=False)
+        self.bn2 = FrozenBN(width)
+        self.conv3 = torch.nn.Conv2d(width, cout, 1, bias=False)
+        self.bn3 = FrozenBN(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = torch.nn.Sequential(torch.nn.Conv2d(cin, cout, 1, stride, bias=False), FrozenBN(cout))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = F.relu(self.bn2(self.conv2(y)))
+        y = self.bn3(self.conv3(y))
+        return F.relu(y + (self.downsample(x) if self.downsample is not None else x))
+
+
+class MaskRcnnPeer(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        st, F_ = c["stem_channels"], c["fpn_channels"]
+        body = torch.nn.Module()
+        body.stem = torch.nn.Module()
+        body.stem.conv1 = torch.nn.Conv2d(3, st, 7, 2, 3, bias=False)
+        body.stem.bn1 = FrozenBN(st)
+        cin = st
+        for s_, n in enumerate(c["blocks"]):
+            blocks = [Block(cin if b == 0 else st * 4 << s_, st << s_, st * 4 << s_, 2 if (s_ > 0 and b == 0) else 1)
+                      for b in range(n)]
+            setattr(body, f"layer{s_ + 1}", torch.nn.Sequential(*blocks))
+            cin = st * 4 << s_
+        fpn = torch.nn.Module()
+        for l in range(4):
+            setattr(fpn, f"fpn_inner{l + 1}", torch.nn.Conv2d(st * 4 << l, F_, 1))
+            setattr(fpn, f"fpn_layer{l + 1}", torch.nn.Conv2d(F_, F_, 3, 1, 1))
+        self.backbone = torch.nn.Module()
+        self.backbone.body, self.backbone.fpn = body, fpn
+        A, K, R = c["num_anchors"], c["num_classes"], c["representation_size"]
+        self.rpn = torch.nn.Module()
+        self.rpn.head = torch.nn.Module()
+        self.rpn.head.conv = torch.nn.Conv2d(F_, F_, 3, 1, 1)
+        self.rpn.head.cls_logits = torch.nn.Conv2d(F_, A, 1)
+        self.rpn.head.bbox_pred = torch.nn.Conv2d(F_, 4 * A, 1)
+        self.roi_heads = torch.nn.Module()
+        box = torch.nn.Module()
+        box.feature_extractor = torch.nn.Module()
+        box.feature_extractor.fc6 = torch.nn.Linear(F_ * c["box_resolution"] ** 2, R)
+        box.feature_extractor.fc7 = torch.nn.Linear(R, R)
+        box.predictor = torch.nn.Module()
+        box.predictor.cls_score = torch.nn.Linear(R, K)
+        box.predictor.bbox_pred = torch.nn.Linear(R, 4 * K)
+        mask = torch.nn.Module()
+        mask.feature_extractor = torch.nn.Module()
+        mc = F_
+        for i in range(c["mask_convs"]):
+            setattr(mask.feature_extractor, f"mask_fcn{i + 1}", torch.nn.Conv2d(mc, c["mask_channels"], 3, 1, 1))
+            mc = c["mask_channels"]
+        mask.predictor = torch.nn.Module()
+        mask.predictor.conv5_mask = torch.nn.ConvTranspose2d(mc, c["mask_channels"], 2, 2, 0)
+        mask.predictor.mask_fcn_logits = torch.nn.Conv2d(c["mask_channels"], K, 1)
+        self.roi_heads.box, self.roi_heads.mask = box, mask
+        self.c = c
+
+    def features(self, x):
+        b = self.backbone.body
+        x = F.max_pool2d(F.relu(b.stem.bn1(b.stem.conv1(x))), 3, 2, 1)
+        cs = []
+        for s_ in range(4):
+            x = getattr(b, f"layer{s_ + 1}")(x)
+            cs.append(x)
+        f = self.backbone.fpn
+        last = f.fpn_inner4(cs[3])
+        ps = [f.fpn_layer4(last)]
+        for l in (2, 1, 0):
+            last = getattr(f, f"fpn_inner{l + 1}")(cs[l]) + F.interpolate(last, scale_factor=2, mode="nearest")
+            ps.insert(0, getattr(f, f"fpn_layer{l + 1}")(last))
+        ps.append(F.max_pool2d(ps[-1], 1, 2, 0))  # LastLevelMaxPool
+        return ps
+
+    def pool(self, ps, rois, res):
+        # maskrcnn_benchmark Pooler: LevelMapper (+1 area, eps inside the log2), ROIAlign per level.
+        box = rois[:, 1:]
+        area = (box[:, 2] - box[:, 0] + 1) * (box[:, 3] - box[:, 1] + 1)
+        lv = torch.clamp(torch.floor(4 + torch.log2(torch.sqrt(area) / 224 + 1e-6)), min=2, max=5).to(torch.int64) - 2
+        out = torch.zeros(rois.shape[0], ps[0].shape[1], res, res)
+        for l in range(4):
+            idx = torch.nonzero(lv == l).squeeze(1)
+            if idx.numel():
+                out[idx] = roi_align(ps[l], rois[idx], (res, res), 1.0 / (4 << l), 2, aligned=False)
+        return out
+
+    def forward(self, images, box_rois, mask_rois):
+        ps = self.features(images)
+        h = self.rpn.head
+        obj, dl = [], []
+        for p in ps:
+            t = F.relu(h.conv(p))
+            obj.append(h.cls_logits(t))
+            dl.append(h.bbox_pred(t))
+        bx = self.roi_heads.box
+        x = self.pool(ps[:4], box_rois, self.c["box_resolution"]).flatten(1)
+        x = F.relu(bx.feature_extractor.fc7(F.relu(bx.feature_extractor.fc6(x))))
+        cls, reg = bx.predictor.cls_score(x), bx.predictor.bbox_pred(x)
+        mk = self.roi_heads.mask
+        y = self.pool(ps[:4], mask_rois, self.c["mask_resolution"])
+        for i in range(self.c["mask_convs"]):
+            y = F.relu(getattr(mk.feature_extractor, f"mask_fcn{i + 1}")(y))
+        y = mk.predictor.mask_fcn_logits(F.relu(mk.predictor.conv5_mask(y)))
+        return obj, dl, cls, reg, y
+
+
+def mode_model(d, meta):
+    c = meta["config"]
+    model = MaskRcnnPeer(c)
+    model.load_state_dict(weights.to_torch(weights.load(os.path.join(d, "weights.bhw"))), strict=True)
+    frozen = ["backbone.body.stem."] if c["freeze_at"] >= 1 else []
+    frozen += [f"backbone.body.layer{s_ + 1}." for s_ in range(4) if s_ + 2 <= c["freeze_at"]]
+    for name, p in model.named_parameters():
+        p.requires_grad_(not any(name.startswith(f) for f in frozen))
+    inp = {k: torch.from_numpy(np.array(v)) for k, v in weights.load(os.path.join(d, "inputs.bhw")).items()}
+    obj, dl, cls, reg, mask = model(inp["images"].float(), inp["box_rois"].float(), inp["mask_rois"].float())
+    outs = {"cls": cls, "box": reg, "mask": mask}
+    terms = [(cls * inp["g.cls"]).sum(), (reg * inp["g.box"]).sum(), (mask * inp["g.mask"]).sum()]
+    for l in range(len(obj)):
+        outs[f"obj.{l}"], outs[f"del.{l}"] = obj[l], dl[l]
+        terms += [(obj[l] * inp[f"g.obj.{l}"]).sum(), (dl[l] * inp[f"g.del.{l}"]).sum()]
+    sum(terms).backward()
+    result = OrderedDict((k, v.detach().numpy()) for k, v in outs.items())
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            result["grad." + name] = p.grad.detach().numpy()
+    weights.save(os.path.join(d, "out.bhw"), result)
+
+
+MODES["model"] = mode_model
+
+
+def cmd_bench(argv):
+    import argparse
+    import time
+    from torchvision.models.detection import MaskRCNN
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+    from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+    from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch-size", type=int, required=True)
+    ap.add_argument("--image-size", type=int, required=True)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--device", default="cpu")
+    a = ap.parse_args(argv)
+    dev = torch.device(a.device)
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    c = json.loads(a.config)
+    peer = MaskRcnnPeer(c)
+
+    class Body(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.peer = peer
+            self.out_channels = c["fpn_channels"]
+
+        def forward(self, x):
+            return OrderedDict(zip(["0", "1", "2", "3", "pool"], self.peer.features(x)))
+
+    sc = c.get("anchor_scale", 1.0)
+    anchors = AnchorGenerator(tuple((32 * sc * 2 ** i,) for i in range(5)), ((0.5, 1.0, 2.0),) * 5)
+    s = a.image_size
+    model = MaskRCNN(Body(), num_classes=None, min_size=s, max_size=s, image_mean=[0.0, 0.0, 0.0],
+                     image_std=[1.0, 1.0, 1.0], rpn_anchor_generator=anchors,
+                     rpn_pre_nms_top_n_train=c["rpn_pre_nms_top_n"], rpn_post_nms_top_n_train=c["rpn_post_nms_top_n"],
+                     rpn_batch_size_per_image=c["rpn_batch_size_per_image"],
+                     box_batch_size_per_image=c["roi_batch_size_per_image"],
+                     box_roi_pool=MultiScaleRoIAlign(["0", "1", "2", "3"], c["box_resolution"], 2),
+                     mask_roi_pool=MultiScaleRoIAlign(["0", "1", "2", "3"], c["mask_resolution"], 2),
+                     box_head=TwoMLPHead(c["fpn_channels"] * c["box_resolution"] ** 2, c["representation_size"]),
+                     box_predictor=FastRCNNPredictor(c["representation_size"], c["num_classes"]),
+                     mask_head=MaskRCNNHeads(c["fpn_channels"], [c["mask_channels"]] * c["mask_convs"], 1),
+                     mask_predictor=MaskRCNNPredictor(c["mask_channels"] if c["mask_convs"] else c["fpn_channels"],
+                                                      c["mask_channels"], c["num_classes"]))
+    frozen = ["peer.backbone.body.stem."] if c["freeze_at"] >= 1 else []
+    frozen += [f"peer.backbone.body.layer{i + 1}." for i in range(4) if i + 2 <= c["freeze_at"]]
+    params = []
+    for name, p in model.named_parameters():
+        p.requires_grad_(not any(f in name for f in frozen))
+        if p.requires_grad:
+            params.append(p)
+    model.to(dev)
+    opt = torch.optim.SGD(params, lr=1e-4, momentum=0.9, weight_decay=1e-4)
+    model.train()
+    b = a.batch_size
+    images = [(torch.rand(3, s, s) * 4 - 2).to(dev) for _ in range(b)]
+    targets = []
+    for i in range(b):
+        boxes, masks = [], torch.zeros(4, s, s, dtype=torch.uint8)
+        for j in range(4):
+            x, y = s * (0.05 + 0.2 * j), s * (0.1 + 0.03 * (i % 8))
+            x2, y2 = x + s * (0.1 + 0.05 * j), y + s * 0.3
+            boxes.append([x, y, x2, y2])
+            masks[j, int(y):int(y2), int(x):int(x2)] = 1
+        targets.append({"boxes": torch.tensor(boxes).to(dev),
+                        "labels": (1 + (torch.arange(4) + i) % (c["num_classes"] - 1)).to(dev), "masks": masks.to(dev)})
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = sum(model(images, targets).values())
+        loss.backward()
+        opt.step()
+
+    for _ in range(a.warmup):
+        step()
+    sync()
+    times = []
+    for _ in range(a.iters):
+        t0 = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    med = times[len(times) // 2]
+    print(json.dumps({"peer": "pytorch %s torchvision %s MaskRCNN" % (torch.__version__, torchvision.__version__),
+                      "device": str(dev),
+                      "threads": torch.get_num_threads(), "batch_size": b, "image_size": s,
+                      "ms_per_step": med * 1e3, "images_per_second": b / med}))
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "bench":
+        cmd_bench(sys.argv[2:])
+        return
     if len(sys.argv) != 3 or sys.argv[1] not in MODES:
         sys.exit(f"usage: maskrcnn_peer.py {{{'|'.join(MODES)}}} DIR")
     d = sys.argv[2]

@@ -1,0 +1,209 @@
+// The maskrcnn workload: schedule, options and MLPerf rules, and training steps on a small
+// generated COCO 2017 set.
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "common/shipped_configs.hpp"
+#include "synthetic_coco2017.hpp"
+#include "workload.hpp"
+
+namespace {
+
+using namespace benchhost;
+using namespace benchhost::maskrcnn;
+namespace fs = std::filesystem;
+
+RunContext context(std::map<std::string, std::string> options, const std::string& mode = "ttt") {
+  RunContext ctx;
+  ctx.mode = mode;
+  ctx.device = Device::cpu();
+  ctx.precision = "fp32";
+  ctx.seed = 7;
+  ctx.num_threads = 2;
+  ctx.options = declared_options<MaskRcnnWorkload>(std::move(options));
+  return ctx;
+}
+
+std::map<std::string, std::string> tiny(const std::string& dir) {
+  return {{"data-dir", dir},          {"generate", "true"},          {"gen-train-images", "16"},
+          {"gen-val-images", "8"},     {"blocks", "1,1,1,1"},         {"stem-channels", "8"},
+          {"fpn-channels", "16"},      {"num-classes", "5"},          {"representation-size", "32"},
+          {"mask-convs", "1"},         {"mask-channels", "16"},       {"freeze-at", "0"},
+          {"min-size", "96"},          {"max-size", "128"},           {"anchor-scale", "0.5"},
+          {"rpn-pre-nms-top-n-train", "200"}, {"rpn-post-nms-top-n-train", "200"}, {"num-image-candidates", "400"},
+          {"rpn-pre-nms-top-n-test", "200"}, {"rpn-post-nms-top-n-test", "100"},
+          {"rpn-batch-size-per-image", "64"}, {"roi-batch-size-per-image", "64"},
+          {"pretrained-backbone", "false"}, {"batch-size", "4"}, {"eval-batch-size", "4"},
+          {"lr", "0.01"}, {"warmup-iters", "5"}, {"pixel-std", "57"}};
+}
+
+fs::path temp_dir(const char* tag) {
+  return fs::temp_directory_path() / ("benchhost_maskrcnn_" + std::string(tag) + "_" + std::to_string(::getpid()));
+}
+
+TEST(MaskRcnnWorkload, DefaultsAreTheMlperfReference) {
+  test_support::expect_defaults_are_mlperf_conf<MaskRcnnWorkload>("maskrcnn");
+  test_support::expect_shipped_configs_allowed<MaskRcnnWorkload>("maskrcnn", {"mlperf.conf", "mini.conf"});
+}
+
+TEST(MaskRcnnWorkload, DeclaresTheMlperfRulesOfMaskrcnn) {
+  const WorkloadInfo info = MaskRcnnWorkload::describe();
+  EXPECT_EQ(info.benchmark, "maskrcnn");
+  const mlperf::Rules& r = info.mlperf;
+  EXPECT_TRUE(r.closed_division);
+  EXPECT_EQ(r.runs, 5);
+  std::map<std::string, const mlperf::LoggedKey*> keys;
+  for (const mlperf::LoggedKey& k : r.keys) keys.emplace(k.key, &k);
+  // closed_maskrcnn.yaml (training_3.0.0)
+  for (const char* k : {"global_batch_size", "opt_base_learning_rate", "opt_learning_rate_warmup_steps",
+                        "opt_learning_rate_warmup_factor", "num_image_candidates", "opt_learning_rate_decay_factor",
+                        "opt_learning_rate_decay_steps", "min_image_size", "max_image_size"})
+    EXPECT_TRUE(keys.count(k)) << k;
+}
+
+// maskrcnn_benchmark's Resize.get_size: the shorter side to min_size unless the longer would pass
+// max_size; the longer side truncated.
+TEST(MaskRcnnData, ResizeIsTheReferences) {
+  EXPECT_EQ(resized_size(480, 640, 800, 1333), (std::pair<int, int>{800, 1066}));
+  EXPECT_EQ(resized_size(640, 480, 800, 1333), (std::pair<int, int>{1066, 800}));
+  EXPECT_EQ(resized_size(200, 800, 800, 1333), (std::pair<int, int>{333, 1332}));  // size round(333.25), int(333 * 4)
+  EXPECT_EQ(resized_size(800, 800, 800, 1333), (std::pair<int, int>{800, 800}));
+  EXPECT_EQ(resized_size(96, 160, 128, 160), (std::pair<int, int>{96, 160}));  // 160 * 96 / 160 = 96: already there
+}
+
+TEST(MaskRcnnSchedule, WarmupMultiStep) {
+  WarmupMultiStepSchedule s(0.02f, 1.0 / 3.0, 500, {60000, 80000}, 0.1);
+  EXPECT_NEAR(s.lr(0), 0.02 / 3.0, 1e-8);
+  EXPECT_NEAR(s.lr(250), 0.02 * (1.0 / 3.0 * 0.5 + 0.5), 1e-8);
+  EXPECT_NEAR(s.lr(500), 0.02, 1e-8);
+  EXPECT_NEAR(s.lr(59999), 0.02, 1e-8);
+  EXPECT_NEAR(s.lr(60000), 0.002, 1e-9);
+  EXPECT_NEAR(s.lr(80000), 0.0002, 1e-10);
+  WarmupMultiStepSchedule bias(0.02f, 1.0 / 3.0, 500, {60000, 80000}, 0.1, 2.0);
+  EXPECT_NEAR(bias.lr(1000), 0.04, 1e-8);
+}
+
+TEST(MaskRcnnWorkload, TrainStepsLowerTheLossesAndEvaluate) {
+  const fs::path dir = temp_dir("steps");
+  std::map<std::string, std::string> o = tiny(dir.string());
+  MaskRcnnWorkload w;
+  const RunInfo info = w.setup(context(o));
+  EXPECT_EQ(info.samples_per_epoch, 16);
+  std::vector<double> totals;
+  const int steps = 24;
+  for (int s = 0; s < steps; ++s) {
+    w.prepare_batch();
+    const StepResult r = w.train_step();
+    const StepLosses& l = w.last_losses();
+    ASSERT_TRUE(std::isfinite(r.loss)) << "step " << s;
+    totals.push_back(r.loss);
+    std::printf("step %2d  total %.4f  obj %.4f  rpn_box %.4f  cls %.4f  box %.4f  mask %.4f\n", s, r.loss, l.objectness,
+                l.rpn_box, l.classifier, l.box_reg, l.mask);
+  }
+  const double first = (totals[0] + totals[1] + totals[2]) / 3, last = (totals[steps - 1] + totals[steps - 2] + totals[steps - 3]) / 3;
+  EXPECT_LT(last, 0.8 * first);
+  const EvalResult e = w.evaluate();
+  EXPECT_GE(e.metric, 0.0);
+  EXPECT_LE(e.metric, 1.0);
+  EXPECT_EQ(e.samples, 8);
+  std::printf("bbox %.4f segm %.4f\n", w.last_bbox_map(), w.last_segm_map());
+  w.teardown();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+
+namespace {
+
+// The transforms of Note [Mask R-CNN transforms] on generated COCO 2017 images: a flipped
+// training sample is the mirror of the evaluation sample (pixels, and boxes and polygons with the
+// +1 convention), resized like it; the collate pads to multiples of 32 with zeros.
+TEST(MaskRcnnData, FlipAndCollateFollowTheReference) {
+  const fs::path dir = temp_dir("data");
+  coco::Coco2017SyntheticOptions g;
+  g.train_images = 6;
+  g.val_images = 2;
+  coco::generate_coco2017_synthetic(dir.string(), g);
+  auto split = coco::make_coco2017_train(dir.string());
+  const MaskRcnnDataset plain(split, false, 128, 160, 57.0f), train(split, true, 128, 160, 57.0f);
+  int flipped = 0, kept = 0;
+  for (std::int64_t i = 0; i < plain.size(); ++i) {
+    const data::Sample a = plain.get(data::SampleContext{i, 0, 5});
+    for (std::int64_t epoch = 0; epoch < 4; ++epoch) {
+      const data::Sample b = train.get(data::SampleContext{i, epoch, 5});
+      const Tensor ia = a.at("image"), ib = b.at("image");
+      ASSERT_EQ(ia.shape(), ib.shape());
+      const std::int64_t h = ia.size(1), w = ia.size(2);
+      const auto want = resized_size(static_cast<int>(a.at("orig_size").data<std::int64_t>()[0]),
+                                     static_cast<int>(a.at("orig_size").data<std::int64_t>()[1]), 128, 160);
+      EXPECT_EQ(h, want.first);
+      EXPECT_EQ(w, want.second);
+      bool same = true, mirror = true;
+      for (std::int64_t c = 0; c < 3; ++c)
+        for (std::int64_t y = 0; y < h; ++y)
+          for (std::int64_t x = 0; x < w; ++x) {
+            const float va = ia.data<float>()[(c * h + y) * w + x];
+            same &= ib.data<float>()[(c * h + y) * w + x] == va;
+            mirror &= ib.data<float>()[(c * h + y) * w + (w - 1 - x)] == va;
+          }
+      ASSERT_TRUE(same || mirror) << "sample " << i << " epoch " << epoch;
+      const Tensor ba = a.at("boxes"), bb = b.at("boxes");
+      const Tensor pa = a.at("polygons"), pb = b.at("polygons");
+      for (std::int64_t k = 0; k < ba.size(0); ++k) {
+        const float* x = ba.data<float>() + 4 * k;
+        const float* y = bb.data<float>() + 4 * k;
+        if (same) {
+          EXPECT_EQ(x[0], y[0]);
+          EXPECT_EQ(x[2], y[2]);
+        } else {
+          EXPECT_FLOAT_EQ(y[0], static_cast<float>(w) - x[2] - 1.0f);
+          EXPECT_FLOAT_EQ(y[2], static_cast<float>(w) - x[0] - 1.0f);
+        }
+        EXPECT_EQ(x[1], y[1]);
+        EXPECT_EQ(x[3], y[3]);
+      }
+      for (std::int64_t k = 0; k + 1 < pa.numel(); k += 2) {
+        const double xa = pa.data<double>()[k], xb = pb.data<double>()[k];
+        EXPECT_FLOAT_EQ(static_cast<float>(xb), same ? static_cast<float>(xa) : static_cast<float>(w) - static_cast<float>(xa) - 1.0f);
+        EXPECT_EQ(pa.data<double>()[k + 1], pb.data<double>()[k + 1]);
+      }
+      (same ? kept : flipped) += 1;
+    }
+  }
+  EXPECT_GT(flipped, 0);
+  EXPECT_GT(kept, 0);
+
+  const data::TensorDict batch = maskrcnn_collate({plain.get(data::SampleContext{0, 0, 5}), plain.get(data::SampleContext{1, 0, 5})});
+  const Tensor im = batch.at("image");
+  EXPECT_EQ(im.size(2) % 32, 0);
+  EXPECT_EQ(im.size(3) % 32, 0);
+  const Tensor sizes = batch.at("image_size");
+  for (std::int64_t n = 0; n < 2; ++n) {
+    const std::int64_t h = sizes.data<std::int64_t>()[2 * n], w = sizes.data<std::int64_t>()[2 * n + 1];
+    EXPECT_LE(h, im.size(2));
+    EXPECT_LE(w, im.size(3));
+    double pad = 0;
+    for (std::int64_t y = 0; y < im.size(2); ++y)
+      for (std::int64_t x = 0; x < im.size(3); ++x)
+        if (y >= h || x >= w) pad += std::fabs(im.data<float>()[((n * 3 + 1) * im.size(2) + y) * im.size(3) + x]);
+    EXPECT_EQ(pad, 0.0);
+  }
+  data::Batch b;
+  b.tensors = batch;
+  b.indices = {0, 1};
+  const std::vector<ImageTargets> t = batch_targets(b);
+  ASSERT_EQ(t.size(), 2u);
+  const data::Sample s1 = plain.get(data::SampleContext{1, 0, 5});
+  EXPECT_EQ(t[1].boxes.size(0), s1.at("boxes").size(0));
+  EXPECT_EQ(t[1].polygons.size(), static_cast<std::size_t>(s1.at("labels").size(0)));
+  EXPECT_EQ(t[1].polygons[0], coco::polygons_of(s1)[0]);
+  fs::remove_all(dir);
+}
+
+}  // namespace
