@@ -82,6 +82,11 @@ struct RunRecord {
     std::int64_t samples_trained = 0;
     double metric = 0;
     double seconds_since_run_start = 0;
+    /// MLLOG's eval_accuracy when it was not `metric` alone (Mask R-CNN's {"BBOX": b, "SEGM": s});
+    /// null otherwise (Note [Dictionary-valued evaluations], workload.hpp).
+    nlohmann::ordered_json value{};
+    /// The workload's own verdict on the target; unset when the host compared `metric`.
+    std::optional<bool> target_reached{};
   };
   std::vector<Eval> evals;
   /// Every timed step's time in ms, in order (train and loader: step time; infer: batch latency);

@@ -366,7 +366,50 @@ bh_step_result WorkloadInstance::train_step() {
   return r;
 }
 
-bh_eval_result WorkloadInstance::evaluate() {
+void clear_fields_beyond_struct_size(bh_eval_result& r) {
+  // A pointer past the plugin's struct_size is never dereferenced, whatever bytes are there.
+  if (!BH_STRUCT_HAS_FIELD(r.struct_size, bh_eval_result, value_json)) r.value_json = nullptr;
+  if (!BH_STRUCT_HAS_FIELD(r.struct_size, bh_eval_result, target_verdict)) r.target_verdict = BH_TARGET_HOST_DECIDES;
+}
+
+Evaluation evaluation_from(const std::string& plugin, const bh_eval_result& r) {
+  Evaluation e;
+  e.metric = r.metric;
+  e.samples = r.samples;
+  if (r.value_json && *r.value_json) {
+    const std::string text = r.value_json;  // copied: the plugin's storage lasts until its next call
+    const std::string shown = text.size() > 200 ? text.substr(0, 200) + "..." : text;
+    try {
+      e.value = nlohmann::ordered_json::parse(text);
+    } catch (const nlohmann::json::exception& error) {
+      throw PluginError(BH_STATUS_FAILED,
+                        fmt::format("{}.evaluate: value_json is not one JSON value ({}): '{}'; it must be MLLOG's "
+                                    "eval_accuracy, a number or an object such as {{\"BBOX\": 0.38, \"SEGM\": 0.34}}",
+                                    plugin, error.what(), shown),
+                        __FILE__, __LINE__);
+    }
+    if (!e.value.is_number() && !e.value.is_object())
+      throw PluginError(BH_STATUS_FAILED,
+                        fmt::format("{}.evaluate: value_json '{}' is a JSON {}; MLLOG's eval_accuracy is a number or an "
+                                    "object such as {{\"BBOX\": 0.38, \"SEGM\": 0.34}}",
+                                    plugin, shown, e.value.type_name()),
+                        __FILE__, __LINE__);
+  }
+  switch (r.target_verdict) {
+    case BH_TARGET_HOST_DECIDES: break;
+    case BH_TARGET_NOT_REACHED: e.target_reached = false; break;
+    case BH_TARGET_REACHED: e.target_reached = true; break;
+    default:
+      throw PluginError(BH_STATUS_FAILED,
+                        fmt::format("{}.evaluate: target_verdict {} is not a bh_target_verdict (0 no verdict, 1 not "
+                                    "reached, 2 reached)",
+                                    plugin, r.target_verdict),
+                        __FILE__, __LINE__);
+  }
+  return e;
+}
+
+Evaluation WorkloadInstance::evaluate() {
   if (!plugin_->descriptor.evaluate)
     throw PluginError(BH_STATUS_UNSUPPORTED, plugin_->name + " has no evaluate slot (needed by --mode ttt)",
                       __FILE__, __LINE__);
@@ -374,7 +417,8 @@ bh_eval_result WorkloadInstance::evaluate() {
   r.struct_size = sizeof(r);
   bh_error err{};
   check(*plugin_, "evaluate", plugin_->descriptor.evaluate(handle_, &r, &err), err);
-  return r;
+  clear_fields_beyond_struct_size(r);
+  return evaluation_from(plugin_->name, r);
 }
 
 bh_step_result WorkloadInstance::infer_step() {

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "benchhost/plugin_abi.h"
 #include "benchhost/workload.hpp"
 
@@ -99,6 +101,27 @@ std::filesystem::path executable_dir();
 /// loss_scale and update_skipped from a 1.0/1.1 plugin). Fields of ABI 1.0 are always kept.
 void clear_fields_beyond_struct_size(bh_step_result& r);
 
+/// The same for an evaluation: value_json and target_verdict (ABI 1.4) read as "not reported" (NULL,
+/// BH_TARGET_HOST_DECIDES) from a plugin whose struct_size ends before them (ABI 1.0-1.3).
+void clear_fields_beyond_struct_size(bh_eval_result& r);
+
+/// One evaluation as the host keeps it: the plugin's result with value_json copied out of the
+/// plugin's storage and parsed (Note [Dictionary-valued evaluations], workload.hpp).
+struct Evaluation {
+  double metric = 0;
+  std::int64_t samples = 0;
+  /// MLLOG's eval_accuracy value: the parsed value_json (a number or an object), or null when
+  /// the plugin gave none and `metric` is logged.
+  nlohmann::ordered_json value;
+  /// The workload's verdict on the target; nullopt: the host compares `metric` with the target.
+  std::optional<bool> target_reached;
+};
+
+/// `r` as the host keeps it (call right after evaluate returned, while value_json is valid).
+/// Throws PluginError (FAILED, naming `plugin` and the slot) when value_json is not one JSON number
+/// or object, or target_verdict is not a bh_target_verdict.
+Evaluation evaluation_from(const std::string& plugin, const bh_eval_result& r);
+
 /// One live workload instance. Slot calls throw PluginError (with the slot named in the
 /// message) when the plugin returns an error status. Destroys the instance (teardown first if
 /// setup ran) on destruction; never throws from the destructor.
@@ -117,7 +140,7 @@ class WorkloadInstance {
   bool has_prepare_batch() const { return plugin_->descriptor.prepare_batch != nullptr; }
   void prepare_batch();
   bh_step_result train_step();
-  bh_eval_result evaluate();
+  Evaluation evaluate();  ///< evaluation_from() of the slot's result
   bh_step_result infer_step();
   void synchronize();
   /// MLLOG hyperparameters as a JSON object text ("{}" when the slot is absent).

@@ -147,7 +147,8 @@ ordered_json record_to_json(const RunRecord& r) {
     ordered_json evals = ordered_json::array();
     for (const auto& e : r.evals)
       evals.push_back({{"epoch", e.epoch}, {"samples_trained", e.samples_trained}, {"metric", e.metric},
-                       {"seconds_since_run_start", e.seconds_since_run_start}});
+                       {"seconds_since_run_start", e.seconds_since_run_start}, {"value", e.value},
+                       {"target_reached", opt(e.target_reached)}});
     ttt["evals"] = evals;
   }
   j["ttt"] = ttt;
@@ -253,9 +254,13 @@ RunRecord record_from_json(const nlohmann::json& j) {
     read_opt(t, "time_to_train_seconds", r.time_to_train_seconds);
     read_opt(t, "final_metric", r.final_metric);
     r.epochs = t.value("epochs", std::int64_t{0});
-    for (const auto& e : t.value("evals", nlohmann::json::array()))
-      r.evals.push_back({e.at("epoch").get<double>(), e.at("samples_trained").get<std::int64_t>(),
-                         e.at("metric").get<double>(), e.at("seconds_since_run_start").get<double>()});
+    for (const auto& e : t.value("evals", nlohmann::json::array())) {
+      RunRecord::Eval eval{e.at("epoch").get<double>(), e.at("samples_trained").get<std::int64_t>(),
+                           e.at("metric").get<double>(), e.at("seconds_since_run_start").get<double>()};
+      if (e.contains("value")) eval.value = ordered_json(e["value"]);  // absent before schema 7
+      read_opt(e, "target_reached", eval.target_reached);
+      r.evals.push_back(std::move(eval));
+    }
   }
   return r;
 }

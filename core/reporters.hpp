@@ -26,8 +26,8 @@ struct ReportHeader {
 
 /// 2: records gained updates_skipped, loss_scale; 3: promoted_calls; 4: machine_load; 5: peak_tflops,
 /// peak_source, mfu_datasheet, datasheet_peak_tflops, datasheet_source; 6: iteration_ms,
-/// rank_step_ms.per_rank and .straggler, summary.scaling.
-inline constexpr int kReportSchemaVersion = 6;
+/// rank_step_ms.per_rank and .straggler, summary.scaling; 7: ttt.evals[].value and .target_reached.
+inline constexpr int kReportSchemaVersion = 7;
 
 /// The JSON form of one record (every field present; null when not meaningful).
 nlohmann::ordered_json record_to_json(const RunRecord& r);

@@ -352,21 +352,30 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
     // A config may carry its own target (bh_run_info.metric_target, e.g. a mini config); else describe()'s.
     const double target = info.metric_target != 0 ? info.metric_target : p.info.metric_target;
     auto reached = [&](double m) { return p.info.higher_is_better ? m >= target : m <= target; };
+    ordered_json last_value;            // the last evaluation's dictionary, if it had one
+    bool decided_by_workload = false;   // the last evaluation carried the workload's verdict
     auto evaluate = [&] {
       const double epoch_num = static_cast<double>(samples_trained) / static_cast<double>(info.samples_per_epoch);
       ordered_json meta = {{"epoch_num", epoch_num}, {"samples_count", samples_trained}};
       w.synchronize();
       bus.mllog("INTERVAL_START", "eval_start", nullptr, meta);
-      const bh_eval_result e = w.evaluate();
+      const Evaluation e = w.evaluate();
       if (!std::isfinite(e.metric))
         throw Diverged(fmt::format("evaluation metric {} became {}", p.info.metric_name, e.metric), __FILE__, __LINE__);
-      bus.mllog("POINT_IN_TIME", "eval_accuracy", e.metric, meta);
+      // Note [Dictionary-valued evaluations] (workload.hpp): the plugin's value when it gave one
+      // (Mask R-CNN's {"BBOX": b, "SEGM": s}), and its verdict on the target when it gave one.
+      bus.mllog("POINT_IN_TIME", "eval_accuracy", e.value.is_null() ? ordered_json(e.metric) : e.value, meta);
       bus.mllog("INTERVAL_END", "eval_stop", nullptr, meta);
-      r.evals.push_back({epoch_num, samples_trained, e.metric, seconds(t_start, Clock::now())});
+      r.evals.push_back({epoch_num, samples_trained, e.metric, seconds(t_start, Clock::now()), e.value, e.target_reached});
       r.final_metric = e.metric;
-      prog.detail = fmt::format("epoch {:.2f}, {} {:.4g} (target {:.4g})", epoch_num, p.info.metric_name, e.metric, target);
+      last_value = e.value;
+      prog.detail = fmt::format("epoch {:.2f}, {} {:.4g}", epoch_num, p.info.metric_name, e.metric);
+      if (!e.value.is_null()) prog.detail += " " + e.value.dump();
+      prog.detail += e.target_reached ? fmt::format(" (target {})", *e.target_reached ? "reached" : "not reached")
+                                      : fmt::format(" (target {:.4g})", target);
       bus.progress(prog);
-      return reached(e.metric);
+      decided_by_workload = e.target_reached.has_value();
+      return e.target_reached.value_or(reached(e.metric));
     };
     bool converged = false;
     for (std::int64_t epoch = 0; epoch < max_epochs && !converged; ++epoch) {
@@ -409,7 +418,13 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
     r.converged = converged;
     r.time_to_train_seconds = seconds(t_start, t_stop);
     r.seconds = r.time_to_train_seconds;
-    if (!converged) {
+    if (!converged && decided_by_workload) {
+      r.status = RunStatus::failed;
+      r.message = fmt::format("did not reach its target within {} epochs (the workload's verdict; last {} {:.6g}{}); "
+                              "run_stop status aborted",
+                              max_epochs, p.info.metric_name, r.final_metric.value_or(0),
+                              last_value.is_null() ? std::string() : ", eval_accuracy " + last_value.dump());
+    } else if (!converged) {
       r.status = RunStatus::failed;
       r.message = fmt::format("did not reach {} {} {} within {} epochs (last {}); run_stop status aborted",
                               p.info.metric_name, p.info.higher_is_better ? ">=" : "<=", target, max_epochs,

@@ -29,7 +29,10 @@ here because that package cannot be installed on a machine without network acces
     the initialised tensors, ...) and that an evaluation reached the
     benchmark's quality target; only a benchmark whose plugin declares closed-division rules may
     log the closed division. A scaled-down configuration (benchhost's mini configs) logs the
-    open division, where the rules fix no values.
+    open division, where the rules fix no values;
+  * eval_accuracy's type: a number, or, for a benchmark whose plugin declares per-field targets
+    (Mask R-CNN's {"BBOX": b, "SEGM": s}), a dictionary with every declared field, whose target is
+    reached when one evaluation passes every field's check.
 """
 
 import argparse
@@ -342,6 +345,13 @@ class Checker:
         eval_samples = value_check(rules.get("closed_eval_samples"))
         if closed and eval_samples:
             self.value_check("eval_samples", eval_samples, " in the closed division")
+        if dictionary_fields(rules):
+            self.dictionary_target(name, closed, rules)
+            return
+        for line in self.occurrences("eval_accuracy"):
+            if isinstance(line.value, dict):
+                self.fail("eval_accuracy is a dictionary {}; benchmark '{}' logs a number (its plugin declares no "
+                          "per-field targets)".format(json.dumps(line.value), name), line)
         target = value_check(rules.get("closed_target" if closed else "open_target"))
         if target:
             test, description = target
@@ -352,6 +362,57 @@ class Checker:
                 best = (min if lower_is_better else max)(numbers) if numbers else None
                 self.fail("no eval_accuracy reaches the {} target ({}); best {}".format(
                     "closed" if closed else "open", description, best))
+
+
+    def dictionary_target(self, name, closed, rules):
+        """A benchmark whose eval_accuracy is a dictionary (mlperf_rules.hpp, Note [Dictionary-valued
+        targets]; closed_maskrcnn.yaml): every eval_accuracy is an object with every declared field,
+        and in the division's rules some one evaluation passes every field's check at once."""
+        fields = dictionary_fields(rules)
+        lines = self.occurrences("eval_accuracy")
+        dictionaries = []
+        for line in lines:
+            if not isinstance(line.value, dict):
+                self.fail("eval_accuracy is {!r}; benchmark '{}' logs a dictionary with the fields {}".format(
+                    line.value, name, ", ".join(fields)), line)
+                continue
+            missing = [f for f in fields if f not in line.value]
+            if missing:
+                self.fail("eval_accuracy {} lacks the field{} {}; benchmark '{}' logs {}".format(
+                    json.dumps(line.value), "s" if len(missing) > 1 else "", ", ".join(missing), name,
+                    ", ".join(fields)), line)
+                continue
+            dictionaries.append(line)
+        checks = []
+        for entry in rules.get("closed_target_fields" if closed else "open_target_fields") or []:
+            check = value_check(entry.get("check"))
+            if check:
+                checks.append((entry["field"], check))
+        if not checks or not lines:
+            return
+
+        def passes(value):
+            try:
+                return all(test(value[field]) for field, (test, _) in checks)
+            except TypeError:
+                return False
+
+        if not any(passes(line.value) for line in dictionaries):
+            description = " and ".join("{} {}".format(field, text) for field, (_, text) in checks)
+            best = json.dumps(dictionaries[-1].value) if dictionaries else None
+            self.fail("no eval_accuracy reaches the {} target ({}) in one evaluation; last {}".format(
+                "closed" if closed else "open", description, best))
+
+
+def dictionary_fields(rules):
+    """The fields of a dictionary-valued eval_accuracy, in declaration order (closed first), or []
+    when the benchmark's eval_accuracy is a number."""
+    fields = []
+    for key in ("closed_target_fields", "open_target_fields"):
+        for entry in rules.get(key) or []:
+            if entry.get("field") not in fields:
+                fields.append(entry.get("field"))
+    return fields
 
 
 def check(path, declarations):

@@ -41,6 +41,19 @@ UNET3D = {
     "training_input_shape": [128, 128, 128], "validation_input_shape": [128, 128, 128], "validation_overlap": 0.5,
 }
 
+# A Mask R-CNN-like declaration (mlperf_rules.hpp, Note [Dictionary-valued targets]): eval_accuracy is
+# {"BBOX": b, "SEGM": s}; closed_maskrcnn.yaml's target, and open_maskrcnn.yaml's "each below 1".
+MASKRCNN_LIKE = {
+    "name": "maskrcnn_like", "benchmark": "maskrcnn_like", "metric": {"direction": "max"},
+    "mlperf": {"closed_division": True, "keys": [],
+               "closed_target_fields": [
+                   {"field": "BBOX", "check": {"min": 0.377, "min_exclusive": False, "max": 1.0, "max_exclusive": True}},
+                   {"field": "SEGM", "check": {"min": 0.339, "min_exclusive": False, "max": 1.0, "max_exclusive": True}}],
+               "open_target_fields": [
+                   {"field": "BBOX", "check": {"min": 0.0, "min_exclusive": False, "max": 1.0, "max_exclusive": True}},
+                   {"field": "SEGM", "check": {"min": 0.0, "min_exclusive": False, "max": 1.0, "max_exclusive": True}}]}}
+MASKRCNN_HYPER = {"global_batch_size": 8, "gradient_accumulation_steps": 1}
+
 
 def record(key, value=None, event="POINT_IN_TIME", time_ms=0, **metadata):
     meta = {"file": "core/run_modes.cpp", "lineno": 1}
@@ -199,6 +212,42 @@ class MllogCheckTest(unittest.TestCase):
         self.assertEqual(self.check(run_log("mlp", "open", hyper), declarations=declarations), [])
         del hyper["opt_name"]
         self.assertViolation(self.check(run_log("mlp", "open", hyper), declarations=declarations), "'opt_name'")
+
+    def check_maskrcnn_like(self, division, accuracies):
+        declarations = dict(DECLARATIONS, maskrcnn_like=MASKRCNN_LIKE)
+        return self.check(run_log("maskrcnn_like", division, MASKRCNN_HYPER, accuracies=accuracies),
+                          declarations=declarations)
+
+    def test_a_dictionary_eval_accuracy_is_checked_field_by_field(self):
+        reached = ({"BBOX": 0.2, "SEGM": 0.18}, {"BBOX": 0.381, "SEGM": 0.342})
+        self.assertEqual(self.check_maskrcnn_like("closed", reached), [])
+        self.assertEqual(self.check_maskrcnn_like("open", reached), [])
+        # Below the closed target in one field; each field reaching it only in a different evaluation.
+        self.assertViolation(self.check_maskrcnn_like("closed", ({"BBOX": 0.381, "SEGM": 0.338},)),
+                             "closed target", "BBOX >= 0.377 and < 1.0 and SEGM >= 0.339 and < 1.0")
+        self.assertViolation(self.check_maskrcnn_like("closed", ({"BBOX": 0.38, "SEGM": 0.3},
+                                                                 {"BBOX": 0.3, "SEGM": 0.35})),
+                             "closed target", "in one evaluation")
+        # Open: some evaluation with each field below 1.
+        self.assertViolation(self.check_maskrcnn_like("open", ({"BBOX": 1.0, "SEGM": 0.5},)), "open target")
+        self.assertEqual(self.check_maskrcnn_like("open", ({"BBOX": 1.0, "SEGM": 0.5}, {"BBOX": 0.5, "SEGM": 0.4})), [])
+
+    def test_a_dictionary_needs_every_declared_field(self):
+        for division in ("closed", "open"):
+            violations = self.check_maskrcnn_like(division, ({"BBOX": 0.381}, {"BBOX": 0.39, "SEGM": 0.35}))
+            self.assertViolation(violations, "eval_accuracy", "lacks the field SEGM")
+        self.assertViolation(self.check_maskrcnn_like("closed", ({"SEGM": 0.35, "bbox": 0.39},)),
+                             "lacks the field BBOX")
+        # A field that is not a number reaches nothing.
+        self.assertViolation(self.check_maskrcnn_like("closed", ({"BBOX": "0.39", "SEGM": 0.35},)), "closed target")
+
+    def test_a_number_where_a_dictionary_is_expected_and_the_reverse(self):
+        self.assertViolation(self.check_maskrcnn_like("open", (0.38,)), "eval_accuracy is 0.38",
+                             "logs a dictionary with the fields BBOX, SEGM")
+        self.assertViolation(self.check(run_log("bert", "open", BERT, accuracies=({"BBOX": 0.4, "SEGM": 0.4},))),
+                             "eval_accuracy is a dictionary", "'bert' logs a number")
+        self.assertViolation(self.check(run_log("gpt3", "closed", GPT3_CLOSED, accuracies=({"loss": 2.6},))),
+                             "eval_accuracy is a dictionary")
 
     def test_an_empty_file(self):
         self.assertViolation(self.check([]), "no ':::MLLOG' lines")

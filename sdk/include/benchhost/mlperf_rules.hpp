@@ -50,6 +50,9 @@ ValueCheck positive();  ///< a number > 0
 /// lo <= v <= hi, each bound exclusive on request: between(0.759, 1.0, false, true) is [0.759, 1).
 ValueCheck between(double lo, double hi, bool lo_exclusive = false, bool hi_exclusive = false);
 
+/// Checks of a dictionary's fields, by field name, in the order the rules state them.
+using FieldChecks = std::vector<std::pair<std::string, ValueCheck>>;
+
 enum class Occurrence { exactly_one, at_least_one };
 
 /// One MLLOG key the benchmark's compliance rules require.
@@ -85,6 +88,23 @@ struct Rules {
   /// Open division: some eval_accuracy must pass this (open_<benchmark>.yaml: rnnt, unet3d and
   /// ssd require one value below 1.0, so that a perfect score on trivial data is not a result).
   ValueCheck open_target;
+  /// Note [Dictionary-valued targets]
+  /// A benchmark whose eval_accuracy is a dictionary (Mask R-CNN's {"BBOX": b, "SEGM": s}; Note
+  /// [Dictionary-valued evaluations], workload.hpp) declares its targets field by field here
+  /// instead of in closed_target / open_target. Declaring either list makes every eval_accuracy of
+  /// the benchmark a dictionary with every field either list names (in both divisions, as
+  /// closed_maskrcnn.yaml's CHECK says); without them every eval_accuracy is a number. The target
+  /// is reached when one evaluation passes every listed check at once:
+  ///   closed_target_fields = {{"BBOX", between(0.377, 1, false, true)},
+  ///                           {"SEGM", between(0.339, 1, false, true)}};
+  ///   open_target_fields = {{"BBOX", between(0, 1, false, true)}, ...};   // each below 1
+  /// The host does not read these: it stops at the workload's verdict (EvalResult::target_reached).
+  /// Closed division: some eval_accuracy, a dictionary, must pass all of these.
+  FieldChecks closed_target_fields;
+  /// Open division: some eval_accuracy, a dictionary, must pass all of these.
+  FieldChecks open_target_fields;
+  /// eval_accuracy is a dictionary (Note [Dictionary-valued targets]).
+  bool eval_accuracy_is_dictionary() const { return !closed_target_fields.empty() || !open_target_fields.empty(); }
   /// Closed division: the eval_samples value the rules fix (empty = any).
   ValueCheck closed_eval_samples;
   /// Runs MLPerf scores a result from, and how many of the fastest and of the slowest are

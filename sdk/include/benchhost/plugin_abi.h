@@ -34,8 +34,11 @@ extern "C" {
 /* History: 1.0 first release; 1.1 appended bh_run_info.metric_target; 1.2 appended
  * bh_step_result.loss_scale and update_skipped (mixed-precision step outcomes); 1.3 appended
  * bh_run_info.eval_start_samples (no evaluation before a given point, e.g. 3D U-Net's epoch 1000)
- * and bh_run_info.train_samples (the MLLOG's train_samples when it is not an epoch's samples). */
-#define BENCHHOST_ABI_MINOR 3
+ * and bh_run_info.train_samples (the MLLOG's train_samples when it is not an epoch's samples);
+ * 1.4 appended bh_eval_result.value_json and target_verdict (an MLLOG eval_accuracy that is not one
+ * number, e.g. Mask R-CNN's {"BBOX": b, "SEGM": s}, and the workload's verdict on a multi-part
+ * target). */
+#define BENCHHOST_ABI_MINOR 4
 #define BENCHHOST_PLUGIN_ENTRY_SYMBOL "benchhost_plugin_descriptor"
 
 /* Nonzero when a struct whose struct_size (in bytes) is `size` contains `field` of `type` whole:
@@ -123,10 +126,34 @@ typedef struct bh_step_result {
                              loss scaling); its samples still count as consumed */
 } bh_step_result;
 
+/* bh_eval_result.target_verdict (since ABI 1.4). Zero, what an older plugin leaves, is "no verdict". */
+typedef enum bh_target_verdict {
+  BH_TARGET_HOST_DECIDES = 0, /* no verdict: the host compares metric with the target */
+  BH_TARGET_NOT_REACHED = 1,  /* the workload says this evaluation does not reach its target */
+  BH_TARGET_REACHED = 2       /* the workload says it does: time-to-train stops here */
+} bh_target_verdict;
+
+/* Filled by evaluate, by the rules of bh_step_result: the host zero-fills the struct and sets
+ * struct_size to its own sizeof; the plugin writes only the fields that size covers and sets
+ * struct_size to the size it filled. A 1.0-1.3 plugin returns a size that ends at samples: its
+ * evaluations read as value_json NULL and target_verdict BH_TARGET_HOST_DECIDES. */
 typedef struct bh_eval_result {
   uint32_t struct_size;
-  double metric;   /* the metric named by describe_json (already reduced across ranks) */
+  double metric;   /* the metric named by describe_json (already reduced across ranks); what the
+                      reports, tables and CSV show, and what the host compares with the target
+                      when there is no verdict */
   int64_t samples; /* evaluation samples used (all ranks) */
+  /* Since ABI 1.4 (present when struct_size covers them; hosts zero-fill the struct): */
+  /* MLLOG's eval_accuracy value as JSON text, when it is not `metric` alone: Mask R-CNN logs
+   * {"BBOX": 0.381, "SEGM": 0.342} (and puts BBOX in metric). NULL or "": eval_accuracy is metric.
+   * Owned by the plugin: valid until the plugin's next call into the same instance (any slot,
+   * destroy included); the host copies it before it calls anything else. Text that is not one
+   * JSON number or object fails the run (FAILED, naming the plugin). */
+  const char* value_json;
+  /* A bh_target_verdict: the workload's own decision whether this evaluation reaches the quality
+   * target (a target of several parts, which metric alone cannot express). The host then takes it
+   * instead of comparing metric with the target. Any other value fails the run. */
+  int32_t target_verdict;
 } bh_eval_result;
 
 typedef struct bh_plugin_descriptor {

@@ -129,9 +129,28 @@ struct StepResult {
   bool update_skipped = false;
 };
 
+/// What one evaluate() measured. Aggregate: `return {metric, samples};` is an evaluation logged as
+/// that number and judged by the host against the target (as before ABI 1.4).
+///
+/// Note [Dictionary-valued evaluations]
+/// Some benchmarks' MLLOG eval_accuracy is not one number: Mask R-CNN logs
+/// {"BBOX": 0.381, "SEGM": 0.342} and is done when both parts reach their targets. Such a workload
+/// sets `value_json` to the object MLLOG logs (the host logs it as a JSON value, with the same
+/// metadata) and `target_reached` to its own verdict on the several-part target, and still puts one
+/// number in `metric` (Mask R-CNN: BBOX), which is what reports, tables and CSV show. The checker
+/// tests the logged parts against the plugin's declared per-field targets
+/// (mlperf::Rules::closed_target_fields, mlperf_rules.hpp). With several ranks, every rank must
+/// return the same verdict (decide it from values reduced across the ranks, like `metric`): each
+/// rank's host stops at its own rank's verdict. Since ABI 1.4.
 struct EvalResult {
   double metric = 0;
   std::int64_t samples = 0;
+  /// MLLOG's eval_accuracy value as JSON text ("{\"BBOX\": 0.381, \"SEGM\": 0.342}"); "" = `metric`.
+  /// Text that is not one JSON number or object fails the run.
+  std::string value_json{};
+  /// The workload's verdict on the target: -1 = none (the host compares `metric` with the
+  /// target), 0 = not reached, 1 = reached (time-to-train stops). Other values are an error.
+  int target_reached = -1;
 };
 
 std::string hyperparameters_to_json(const Hyperparameters& h);
@@ -172,6 +191,7 @@ struct Instance {
   std::unique_ptr<W> workload;
   std::string name;
   std::string hyper_json;
+  std::string eval_json;  ///< bh_eval_result.value_json points here until the next call
 };
 
 /// Whether the class declares its own `member` (its pointer-to-member type names the class)
@@ -270,9 +290,22 @@ struct PluginAdapter {
   static bh_status evaluate(bh_workload* w, bh_eval_result* out, bh_error* err) noexcept {
     return guarded(err, [&] {
       EvalResult e = self(w)->workload->evaluate();
-      out->struct_size = sizeof(bh_eval_result);
+      BH_CHECK_AS(InvalidArgument, e.target_reached >= -1 && e.target_reached <= 1,
+                  "{}: EvalResult::target_reached is {}; it must be -1 (no verdict), 0 (not reached) or 1 (reached)",
+                  name(), e.target_reached);
+      // The text lives in the instance until the next call (bh_eval_result.value_json).
+      self(w)->eval_json = std::move(e.value_json);
+      // An older host's struct may be shorter: write only what it covers and say so in struct_size.
+      const std::uint32_t host_size = out->struct_size;
+      out->struct_size = std::min<std::uint32_t>(host_size, sizeof(bh_eval_result));
       out->metric = e.metric;
       out->samples = e.samples;
+      if (BH_STRUCT_HAS_FIELD(host_size, bh_eval_result, value_json))
+        out->value_json = self(w)->eval_json.empty() ? nullptr : self(w)->eval_json.c_str();
+      if (BH_STRUCT_HAS_FIELD(host_size, bh_eval_result, target_verdict))
+        out->target_verdict = e.target_reached < 0    ? BH_TARGET_HOST_DECIDES
+                              : e.target_reached == 0 ? BH_TARGET_NOT_REACHED
+                                                      : BH_TARGET_REACHED;
     });
   }
   static bh_status synchronize(bh_workload* w, bh_error* err) noexcept {

@@ -78,6 +78,20 @@ mlperf::ValueCheck check_from_json(const json& j) {
   return c;
 }
 
+// Note [Dictionary-valued targets] (mlperf_rules.hpp): an array keeps the rules' field order.
+json fields_to_json(const mlperf::FieldChecks& fields) {
+  json j = json::array();
+  for (const auto& [field, check] : fields) j.push_back({{"field", field}, {"check", check_to_json(check)}});
+  return j;
+}
+
+mlperf::FieldChecks fields_from_json(const json& j) {
+  mlperf::FieldChecks fields;
+  if (!j.is_array()) return fields;
+  for (const auto& e : j) fields.emplace_back(e.at("field").get<std::string>(), check_from_json(e.value("check", json::object())));
+  return fields;
+}
+
 json rules_to_json(const mlperf::Rules& r) {
   json keys = json::array();
   for (const auto& k : r.keys) {
@@ -94,6 +108,8 @@ json rules_to_json(const mlperf::Rules& r) {
           {"keys", keys},
           {"closed_target", check_to_json(r.closed_target)},
           {"open_target", check_to_json(r.open_target)},
+          {"closed_target_fields", fields_to_json(r.closed_target_fields)},
+          {"open_target_fields", fields_to_json(r.open_target_fields)},
           {"closed_eval_samples", check_to_json(r.closed_eval_samples)},
           {"runs", r.runs},
           {"olympic_drop_each_side", r.olympic_drop_each_side},
@@ -120,6 +136,8 @@ mlperf::Rules rules_from_json(const json& j) {
   }
   r.closed_target = check_from_json(j.value("closed_target", json::object()));
   r.open_target = check_from_json(j.value("open_target", json::object()));
+  r.closed_target_fields = fields_from_json(j.value("closed_target_fields", json::array()));
+  r.open_target_fields = fields_from_json(j.value("open_target_fields", json::array()));
   r.closed_eval_samples = check_from_json(j.value("closed_eval_samples", json::object()));
   r.runs = j.value("runs", 1);
   r.olympic_drop_each_side = j.value("olympic_drop_each_side", 1);
