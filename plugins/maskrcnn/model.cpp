@@ -481,29 +481,7 @@ void MaskRcnn::initialize(std::uint64_t seed) {
 }
 
 void MaskRcnn::load_backbone(const std::string& path) {
-  const std::vector<nn::NamedTensor> file = nn::load_tensors(path);
-  std::map<std::string, const Tensor*> by_name;
-  for (const nn::NamedTensor& t : file) by_name[t.name] = &t.tensor;
-  const std::string prefix = "backbone.body.";
-  std::vector<std::pair<Tensor*, const Tensor*>> copies;
-  auto want = [&](const std::string& full, Tensor& dst) {
-    if (full.rfind(prefix, 0) != 0) return;
-    const std::string name = full.substr(prefix.size());
-    const auto it = by_name.find(name);
-    if (it == by_name.end())
-      BH_THROW(DataError, "Mask R-CNN: backbone weights '{}' have no tensor '{}' (the R-50 body's state_dict name)",
-               path, name);
-    if (it->second->shape() != dst.shape())
-      BH_THROW(DataError, "Mask R-CNN: backbone weights '{}': tensor '{}' has shape {}, the model needs {}", path, name,
-               shape_str(it->second->shape()), shape_str(dst.shape()));
-    if (!is_floating(it->second->dtype()))
-      BH_THROW(DataError, "Mask R-CNN: backbone weights '{}': tensor '{}' has dtype {}, expected a floating type", path,
-               name, dtype_name(it->second->dtype()));
-    copies.emplace_back(&dst, it->second);
-  };
-  for (nn::Parameter* p : parameters()) want(p->name, p->value);
-  for (auto& [name, buffer] : buffers()) want(name, *buffer);
-  for (auto& [dst, src] : copies) dst->copy_(*src);  // validated first: all or nothing
+  nn::load_pretrained_part(*this, path, "backbone.body.", "Mask R-CNN backbone weights");
 }
 
 double MaskRcnn::forward_macs(std::int64_t h, std::int64_t w) const { return count_macs(h, w, false); }
@@ -514,16 +492,6 @@ double MaskRcnn::box_head_macs_per_roi() const {
   const double in = static_cast<double>(c.fpn_channels * c.box_resolution * c.box_resolution);
   const double r = static_cast<double>(c.representation_size);
   return in * r + r * r + r * static_cast<double>(5 * c.num_classes);
-}
-
-double MaskRcnn::mask_head_macs_per_roi() const {
-  const MaskRcnnConfig& c = config_;
-  const double m = static_cast<double>(c.mask_resolution), m2 = m * m, mc = static_cast<double>(c.mask_channels);
-  double macs = 0, in = static_cast<double>(c.fpn_channels);
-  for (std::int64_t i = 0; i < c.mask_convs; ++i, in = mc) macs += m2 * mc * in * 9;
-  macs += 4 * m2 * mc * in;                                         // conv5_mask: each input pixel to 2x2
-  macs += 4 * m2 * mc * static_cast<double>(c.num_classes);         // logits at 2M x 2M
-  return macs;
 }
 
 double MaskRcnn::count_macs(std::int64_t h, std::int64_t w, bool frozen_only) const {

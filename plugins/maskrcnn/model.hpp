@@ -144,11 +144,10 @@ class MaskRcnn : public nn::Module {
   std::vector<nn::Parameter*> trainable_parameters();
 
   /// Multiply-accumulates of the backbone, FPN and RPN head for one h x w image (the heads'
-  /// share depends on the RoI counts: box_head_macs / mask_head_macs per RoI).
+  /// share depends on the RoI counts: box_head_macs_per_roi).
   double forward_macs(std::int64_t h, std::int64_t w) const;
   double frozen_forward_macs(std::int64_t h, std::int64_t w) const;
   double box_head_macs_per_roi() const;
-  double mask_head_macs_per_roi() const;
 
  private:
   int first_trainable_stage() const;  // 0..3, 4 when no stage trains

@@ -465,29 +465,7 @@ void RetinaNet::initialize(std::uint64_t seed) {
 }
 
 void RetinaNet::load_backbone(const std::string& path) {
-  const std::vector<nn::NamedTensor> file = nn::load_tensors(path);
-  std::map<std::string, const Tensor*> by_name;
-  for (const nn::NamedTensor& t : file) by_name[t.name] = &t.tensor;
-  const std::string prefix = "backbone.body.";
-  std::vector<std::pair<Tensor*, const Tensor*>> copies;
-  auto want = [&](const std::string& full, Tensor& dst) {
-    if (full.rfind(prefix, 0) != 0) return;
-    const std::string name = full.substr(prefix.size());
-    const auto it = by_name.find(name);
-    if (it == by_name.end())
-      BH_THROW(DataError, "RetinaNet::load_backbone: '{}' has no tensor '{}' (a torchvision "
-               "resnext50_32x4d state_dict name)", path, name);
-    if (it->second->shape() != dst.shape())
-      BH_THROW(DataError, "RetinaNet::load_backbone: '{}': tensor '{}' has shape {}, the model needs {}",
-               path, name, shape_str(it->second->shape()), shape_str(dst.shape()));
-    if (!is_floating(it->second->dtype()))
-      BH_THROW(DataError, "RetinaNet::load_backbone: '{}': tensor '{}' has dtype {}, expected a floating type",
-               path, name, dtype_name(it->second->dtype()));
-    copies.emplace_back(&dst, it->second);
-  };
-  for (nn::Parameter* p : parameters()) want(p->name, p->value);
-  for (auto& [name, buffer] : buffers()) want(name, *buffer);
-  for (auto& [dst, src] : copies) dst->copy_(*src);  // validated first: all or nothing
+  nn::load_pretrained_part(*this, path, "backbone.body.", "RetinaNet::load_backbone (torchvision resnext50_32x4d state_dict names)");
 }
 
 double RetinaNet::forward_macs(std::int64_t h, std::int64_t w) const { return count_macs(h, w, false); }

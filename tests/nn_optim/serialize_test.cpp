@@ -313,3 +313,42 @@ TEST(Weights, PythonPeerModuleRoundTrip) {
                           dir.file("corrupt.bhw") + "')\" 2>/dev/null";
   EXPECT_NE(std::system(bad.c_str()), 0) << "weights.py accepted a corrupt file";
 }
+
+// A pretrained part (Tiny's "bn." subtree) from a file that names it without the prefix and holds
+// more: all of it copied, the rest of the module untouched; a missing tensor, a wrong shape or an
+// integer tensor is a DataError naming the file and the tensor, and nothing changes.
+TEST(Weights, PretrainedPartByPrefix) {
+  TempDir dir;
+  Tiny m(0.0f);
+  const std::vector<float> before = all_values(m);
+  nn::save_tensors(dir.file("part.bhw"), {{"gamma", Tensor::full({3}, 4.0)},
+                                          {"running_mean", Tensor::full({3}, 5.0)},
+                                          {"running_var", Tensor::full({3}, 6.0)},
+                                          {"fc.weight", Tensor::full({7}, 1.0)}});
+  EXPECT_EQ(nn::load_pretrained_part(m, dir.file("part.bhw"), "bn.", "test part"), 3u);
+  const std::vector<float> after = all_values(m);
+  for (std::size_t i = 0; i < 9; ++i) EXPECT_EQ(after[i], before[i]);  // weight and bias kept
+  EXPECT_EQ(m.parameters()[2]->value.to_float_vector(), (std::vector<float>{4, 4, 4}));
+  EXPECT_EQ(m.buffers()[1].second->to_float_vector(), (std::vector<float>{6, 6, 6}));
+
+  Tiny fresh(0.0f);
+  const std::vector<float> untouched = all_values(fresh);
+  auto error_of = [&](const std::vector<nn::NamedTensor>& ts) {
+    nn::save_tensors(dir.file("bad.bhw"), ts);
+    try {
+      nn::load_pretrained_part(fresh, dir.file("bad.bhw"), "bn.", "test part");
+    } catch (const DataError& e) {
+      return e.message();
+    }
+    return std::string("(no DataError)");
+  };
+  std::string msg = error_of({{"gamma", Tensor::full({3}, 4.0)}, {"running_mean", Tensor::full({3}, 5.0)}});
+  EXPECT_NE(msg.find("has no tensor 'running_var'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bad.bhw"), std::string::npos) << msg;
+  msg = error_of({{"gamma", Tensor::full({4}, 4.0)}, {"running_mean", Tensor::full({3}, 5.0)}, {"running_var", Tensor::full({3}, 6.0)}});
+  EXPECT_NE(msg.find("'gamma' has shape [4], the model needs [3]"), std::string::npos) << msg;
+  msg = error_of({{"gamma", Tensor::from_vector_i64({1, 2, 3}, {3})}, {"running_mean", Tensor::full({3}, 5.0)},
+                  {"running_var", Tensor::full({3}, 6.0)}});
+  EXPECT_NE(msg.find("expected a floating type"), std::string::npos) << msg;
+  EXPECT_EQ(all_values(fresh), untouched);
+}

@@ -341,6 +341,30 @@ LoadWeightsResult load_weights(Module& module, const std::string& path, bool str
   return res;
 }
 
+std::size_t load_pretrained_part(Module& module, const std::string& path, const std::string& prefix,
+                                 const std::string& what) {
+  const std::vector<NamedTensor> file = load_tensors(path);
+  std::map<std::string, const Tensor*> by_name;
+  for (const NamedTensor& t : file) by_name[t.name] = &t.tensor;
+  std::vector<std::pair<Tensor*, const Tensor*>> copies;
+  for (auto& [full, dst] : module_state(module)) {
+    if (full.rfind(prefix, 0) != 0) continue;
+    const std::string name = full.substr(prefix.size());
+    const auto it = by_name.find(name);
+    if (it == by_name.end())
+      BH_THROW(DataError, "{}: '{}' has no tensor '{}' (needed for '{}')", what, path, name, full);
+    if (it->second->shape() != dst->shape())
+      BH_THROW(DataError, "{}: '{}': tensor '{}' has shape {}, the model needs {}", what, path, name,
+               shape_str(it->second->shape()), shape_str(dst->shape()));
+    if (!is_floating(it->second->dtype()))
+      BH_THROW(DataError, "{}: '{}': tensor '{}' has dtype {}, expected a floating type", what, path, name,
+               dtype_name(it->second->dtype()));
+    copies.emplace_back(dst, it->second);
+  }
+  for (auto& [dst, src] : copies) dst->copy_(*src);  // validated first: all or nothing
+  return copies.size();
+}
+
 // ---- parameter counting -------------------------------------------------------------------------
 
 ParameterCounts count_parameters(Module& module) {

@@ -5,7 +5,7 @@
 mr_batch=${MR_BATCH:-8}
 mr_size=${MR_SIZE:-800}
 mr_opts=(--plugin maskrcnn --config mlperf -b "$mr_batch" --maskrcnn.min-size "$mr_size" --maskrcnn.max-size "$mr_size"
-         --maskrcnn.pretrained-backbone false)
+         --maskrcnn.pretrained-backbone false --maskrcnn.pixel-std 57 --maskrcnn.lr 0.0001)  # see tools/bench_maskrcnn.sh
 ours maskrcnn_benchhost_fp32 "${mr_opts[@]}" --precision fp32
 ours maskrcnn_benchhost_tf32 "${mr_opts[@]}" --precision tf32
 peer maskrcnn_pytorch_fp32 tools/peers/maskrcnn_peer.py bench --device "$dev" --batch-size "$mr_batch" \

@@ -48,6 +48,15 @@ struct LoadWeightsResult {
 /// reported in the result.
 LoadWeightsResult load_weights(Module& module, const std::string& path, bool strict = true);
 
+/// Load the pretrained part of a model (an ImageNet backbone under "backbone.body."): every
+/// parameter and buffer of `module` whose full name starts with `prefix` is read from `path` under
+/// its name less the prefix; other tensors of the file (a classifier, num_batches_tracked) are
+/// ignored. Each must be present with the module's shape and a floating dtype (converted):
+/// otherwise DataError naming `what`, the file and the tensor, and nothing is changed. Returns the
+/// number of tensors copied.
+std::size_t load_pretrained_part(Module& module, const std::string& path, const std::string& prefix,
+                                 const std::string& what);
+
 /// Parameter counts of a module tree.
 struct ParameterCounts {
   std::int64_t tensors = 0;         ///< number of parameter tensors
