@@ -527,22 +527,28 @@ EvalResult MaskRcnnWorkload::evaluate() {
         }
         at += k;
       }
-      const auto pos = gt.image_position(id);
-      BH_CHECK_AS(DataError, pos.has_value(), "{}: image id {} of the evaluation batch is not in the file", gt.source, id);
-      std::vector<metrics::CocoGroundTruth> objects;
-      const coco::CocoImage& image = gt.images[*pos];
-      for (std::size_t a : gt.annotations_of(*pos)) {
-        const coco::CocoAnnotation& ann = gt.annotations[a];
-        metrics::CocoGroundTruth g{ann.category_id, ann.bbox, static_cast<float>(ann.area), ann.iscrowd, {}};
-        if (ann.segmentation.kind == coco::Segmentation::Kind::polygons) {
-          g.mask = nn::rle_from_polygons(ann.segmentation.polygons, image.height, image.width);
-        } else if (ann.segmentation.kind == coco::Segmentation::Kind::rle) {
-          g.mask.height = ann.segmentation.rle.height;
-          g.mask.width = ann.segmentation.rle.width;
-          g.mask.counts = ann.segmentation.rle.counts;
+      // The ground truth of an image (polygons rasterised at its size) is built once per run.
+      auto cached = eval_ground_truth_.find(id);
+      if (cached == eval_ground_truth_.end()) {
+        const auto pos = gt.image_position(id);
+        BH_CHECK_AS(DataError, pos.has_value(), "{}: image id {} of the evaluation batch is not in the file", gt.source, id);
+        std::vector<metrics::CocoGroundTruth> list;
+        const coco::CocoImage& image = gt.images[*pos];
+        for (std::size_t a : gt.annotations_of(*pos)) {
+          const coco::CocoAnnotation& ann = gt.annotations[a];
+          metrics::CocoGroundTruth g{ann.category_id, ann.bbox, static_cast<float>(ann.area), ann.iscrowd, {}};
+          if (ann.segmentation.kind == coco::Segmentation::Kind::polygons) {
+            g.mask = nn::rle_from_polygons(ann.segmentation.polygons, image.height, image.width);
+          } else if (ann.segmentation.kind == coco::Segmentation::Kind::rle) {
+            g.mask.height = ann.segmentation.rle.height;
+            g.mask.width = ann.segmentation.rle.width;
+            g.mask.counts = ann.segmentation.rle.counts;
+          }
+          list.push_back(std::move(g));
         }
-        objects.push_back(std::move(g));
+        cached = eval_ground_truth_.emplace(id, std::move(list)).first;
       }
+      const std::vector<metrics::CocoGroundTruth>& objects = cached->second;
       bbox.add_ground_truth(id, objects);
       segm.add_ground_truth(id, objects);
       bbox.add_detections(id, out_dets);
@@ -620,6 +626,7 @@ void MaskRcnnWorkload::teardown() {
   data_.train.reset();
   data_.eval.reset();
   data_ = DataSources{};
+  eval_ground_truth_.clear();
   optimizer_.reset();
   bias_optimizer_.reset();
   model_.reset();

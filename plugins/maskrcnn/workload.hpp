@@ -17,8 +17,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "benchhost/metrics/coco_map.hpp"
 #include "benchhost/optim/optimizer.hpp"
 #include "benchhost/optim/schedule.hpp"
 #include "benchhost/precision.hpp"
@@ -103,6 +105,8 @@ class MaskRcnnWorkload final : public Workload {
   std::optional<data::Batch> batch_;
   Tensor infer_images_;
   std::map<std::vector<std::pair<std::int64_t, std::int64_t>>, std::vector<Tensor>> anchor_cache_;
+  /// The evaluation's ground truth per image id, masks rasterised once (evaluate()).
+  std::unordered_map<std::int64_t, std::vector<metrics::CocoGroundTruth>> eval_ground_truth_;
   std::int64_t epoch_ = -1;
   std::int64_t step_ = 0;
   std::int64_t batch_size_ = 0;  ///< per rank
