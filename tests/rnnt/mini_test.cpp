@@ -22,7 +22,7 @@ const fs::path kMiniConf = fs::path(BENCHHOST_SOURCE_DIR) / "configs" / "rnnt" /
 TEST(RnntMini, ReachesTargetOnSynthesisedSpeech) {
   const Options o = declared_options<rnnt::RnntWorkload>(plugin_values(read_config_file(kMiniConf.string()), "rnnt"));
   const double target = o.get_float("target");
-  ASSERT_LE(target, 0.85);  // below empty hypotheses (1.0), the statistics-only plateau (1.0) and the commonest word (~0.9)
+  ASSERT_LE(target, 0.8);  // below empty hypotheses (1.0), the statistics-only plateau (1.0) and the commonest word (~0.9)
   const auto run = test_support::run_host("rnnt", fmt::format("--config '{}' --threads 2", kMiniConf.string()), "rnnt_mini");
   if (!run.started) GTEST_SKIP() << run.why;
   ASSERT_EQ(run.exit_code, 0) << run.console;
