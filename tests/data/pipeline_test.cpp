@@ -170,6 +170,13 @@ TEST(Loader, RejectsBadOptionsAndMisuse) {
   EXPECT_THROW(DataLoader(ds, Sampler({10}), {1, 0}), InvalidArgument);
   EXPECT_THROW(DataLoader(ds, Sampler({11}), {1}), InvalidArgument);
   EXPECT_THROW(DataLoader(nullptr, Sampler({10}), {1}), InvalidArgument);
+  // A grouped sampler is built for one batch size (Note [Grouped batches]).
+  SamplerOptions grouped{10};
+  grouped.group_ids.assign(10, 0);
+  grouped.group_batch_size = 2;
+  EXPECT_THROW(DataLoader(ds, Sampler(grouped), {3}), InvalidArgument);
+  DataLoader ok(ds, Sampler(grouped), {2});
+  EXPECT_EQ(ok.batches_per_epoch(), 5);
   DataLoader l(ds, Sampler({10}), {1});
   EXPECT_THROW(l.next(), InvalidArgument);
   EXPECT_THROW(l.start_epoch(0, 11), InvalidArgument);

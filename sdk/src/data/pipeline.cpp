@@ -238,6 +238,10 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, Sampler sampler, 
   if (sampler.options().dataset_size != dataset->size())
     BH_THROW(InvalidArgument, "DataLoader: the sampler covers {} samples but the dataset has {}",
              sampler.options().dataset_size, dataset->size());
+  if (sampler.grouped() && sampler.options().group_batch_size != options.batch_size)
+    BH_THROW(InvalidArgument,
+             "DataLoader: batch_size {} but the sampler groups batches of {} (Note [Grouped batches]); build both "
+             "with the same size", options.batch_size, sampler.options().group_batch_size);
   impl_ = std::make_unique<Impl>(std::move(dataset), std::move(sampler), std::move(options));
   if (!impl_->opt.device.is_cpu()) {
     impl_->backend = &device_backend(impl_->opt.device.type);

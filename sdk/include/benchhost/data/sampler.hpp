@@ -16,6 +16,21 @@
 ///     are dropped changes from epoch to epoch when shuffling.
 /// Data-parallel training with collectives needs equal step counts on every rank: use pad or
 /// drop there (or make the loader drop the last incomplete batch and check the counts).
+///
+/// Note [Grouped batches]
+/// Aspect-ratio grouping (maskrcnn_benchmark's GroupedBatchSampler): with group_ids set (a group
+/// per dataset index, e.g. 0 for landscape and 1 for portrait images) no batch mixes groups, so
+/// the collate pads less. Per epoch, the global order above is taken apart by group (keeping its
+/// order), each group's sequence is cut into global batches of group_batch_size * world_size,
+/// the incomplete last cut of each group is dropped, and the global batches are ordered by the
+/// position of their first element in the global order (the reference's order); rank r takes
+/// elements [r * B, (r + 1) * B) of each, B = group_batch_size. So every rank gets
+/// B * sum_g floor(n_g / (B R)) samples every epoch (n_g the size of group g), every consecutive B
+/// of them one group's, and the ranks' batches together form whole global batches of one group.
+/// The tail policy does not apply (the dropped cuts are the tail). Two differences from the
+/// reference, both for data parallelism's equal step counts: it groups each rank's shard
+/// separately and keeps incomplete batches (drop_uneven = False), running a fixed number of
+/// iterations rather than epochs.
 
 #include <cstdint>
 #include <vector>
@@ -31,13 +46,21 @@ struct SamplerOptions {
   bool shuffle = true;
   std::uint64_t seed = 0;              ///< same on every rank
   TailPolicy tail = TailPolicy::uneven;  ///< see Note [Sharding and tails]
+  /// Note [Grouped batches]: a group per dataset index (size dataset_size, values >= 0), or
+  /// empty for no grouping; with groups, group_batch_size (> 0) is the per-rank batch size the
+  /// order is built for (a DataLoader over this sampler must use the same batch size).
+  std::vector<std::int32_t> group_ids;
+  std::int64_t group_batch_size = 0;
 };
 
 /// Deterministic, sharded index order. Immutable after construction; thread-safe.
 class Sampler {
  public:
-  /// Throws InvalidArgument for a negative size or a rank outside [0, world_size).
+  /// Throws InvalidArgument for a negative size, a rank outside [0, world_size), or group_ids of
+  /// the wrong size, with a negative group or without a positive group_batch_size.
   explicit Sampler(SamplerOptions options);
+  /// Whether batches are grouped (Note [Grouped batches]).
+  bool grouped() const { return !options_.group_ids.empty(); }
 
   /// Samples this rank gets in every epoch (depends on the tail policy, not on the epoch).
   std::int64_t num_samples() const { return num_samples_; }
