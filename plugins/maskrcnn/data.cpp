@@ -167,6 +167,9 @@ std::vector<ImageTargets> batch_targets(const data::Batch& batch) {
     t.polygons.resize(static_cast<std::size_t>(k));
     t.height = sizes.data<std::int64_t>()[2 * i];
     t.width = sizes.data<std::int64_t>()[2 * i + 1];
+    t.sample_key = static_cast<std::size_t>(i) < batch.indices.size()
+                       ? static_cast<std::uint64_t>(batch.indices[static_cast<std::size_t>(i)])
+                       : static_cast<std::uint64_t>(i);
   }
   std::int64_t at = 0;
   for (std::int64_t p = 0; p < psz.numel(); ++p) {
@@ -199,6 +202,7 @@ DataSources synthetic_sources(const RunContext& ctx, std::int64_t batch_size) {
   for (std::int64_t i = 0; i < batch_size; ++i) {
     ImageTargets t;
     t.height = t.width = s;
+    t.sample_key = static_cast<std::uint64_t>(ctx.rank * batch_size + i);
     std::vector<float> b;
     std::vector<std::int64_t> l;
     for (int j = 0; j < 4; ++j) {
@@ -217,6 +221,17 @@ DataSources synthetic_sources(const RunContext& ctx, std::int64_t batch_size) {
 }
 
 }  // namespace
+
+std::vector<std::int32_t> aspect_ratio_groups(const coco::Coco2017Split& split) {
+  std::vector<std::int32_t> out;
+  out.reserve(split.samples.size());
+  for (const std::size_t pos : split.samples) {
+    const coco::CocoImage& im = split.coco->images[pos];
+    // bisect_right([1], h / w): h < w -> 0, h >= w -> 1 (integers compare exactly).
+    out.push_back(im.height >= im.width ? 1 : 0);
+  }
+  return out;
+}
 
 DataSources build_data_sources(const RunContext& ctx, std::int64_t batch_size) {
   const Options& o = ctx.options;
@@ -256,6 +271,10 @@ DataSources build_data_sources(const RunContext& ctx, std::int64_t batch_size) {
   so.shuffle = true;
   so.seed = ctx.seed;
   so.tail = data::TailPolicy::drop;
+  if (o.get_bool("aspect-ratio-grouping")) {
+    so.group_ids = aspect_ratio_groups(train_split->split());
+    so.group_batch_size = batch_size;
+  }
   data::LoaderOptions lo;
   lo.batch_size = batch_size;
   const std::int64_t threads = o.get_int("loader-threads") > 0 ? o.get_int("loader-threads") : ctx.num_threads;
@@ -269,6 +288,8 @@ DataSources build_data_sources(const RunContext& ctx, std::int64_t batch_size) {
   BH_CHECK_AS(InvalidArgument, out.train->batches_per_epoch() > 0,
               "maskrcnn: {} training images give no full batch of {} per rank", train->size(), batch_size);
   so.dataset_size = eval->size();
+  so.group_ids.clear();  // evaluation keeps the file's order
+  so.group_batch_size = 0;
   so.shuffle = false;
   so.tail = data::TailPolicy::uneven;
   lo.batch_size = o.get_int("eval-batch-size");

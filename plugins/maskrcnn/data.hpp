@@ -68,6 +68,9 @@ struct ImageTargets {
   Tensor labels;                      ///< i64 [G], 1..K-1
   std::vector<nn::Polygons> polygons; ///< per object
   std::int64_t height = 0, width = 0; ///< the resized image before padding
+  /// The image's sampling streams (its dataset index): an image draws the same anchors and RoIs
+  /// whatever its batch, position or rank (Note [Mask R-CNN losses]).
+  std::uint64_t sample_key = 0;
 };
 
 /// The targets of every image of a collated batch (DataError on inconsistent fields).
@@ -83,6 +86,11 @@ struct DataSources {
   /// Synthetic data only: the targets of every image (four boxes, each its own rectangle polygon).
   std::vector<ImageTargets> synthetic_targets;
 };
+
+/// The aspect-ratio group of every sample of a split (DATALOADER.ASPECT_RATIO_GROUPING,
+/// maskrcnn_benchmark's _quantize(height / width, [1])): 0 where the image is wider than tall, 1
+/// otherwise; for the sampler's grouped batches (data/sampler.hpp, Note [Grouped batches]).
+std::vector<std::int32_t> aspect_ratio_groups(const coco::Coco2017Split& split);
 
 /// Real data (maskrcnn.data-dir, generated first when maskrcnn.generate) or synthetic batches.
 DataSources build_data_sources(const RunContext& ctx, std::int64_t batch_size);

@@ -19,6 +19,7 @@
 #include "benchhost/nn/ops.hpp"
 #include "benchhost/nn/resample.hpp"
 #include "benchhost/nn/serialize.hpp"
+#include "benchhost/precision.hpp"
 
 namespace benchhost::maskrcnn {
 
@@ -235,15 +236,22 @@ int MaskRcnn::first_trainable_stage() const {
   return 4;
 }
 
+// The functional convolutions follow the policy as nn::Conv2d does (Note [Layers under a precision
+// policy]): input and weight in the conv class's storage type (bf16/f16 under those precisions),
+// f32 master weights and gradients, the input's gradient back in the input's type.
 Tensor MaskRcnn::conv(Conv2d& c, const Tensor& x) const {
-  return nn::conv2d_forward(x, c.weight().value, c.bias() ? c.bias()->value : Tensor(), c.spec());
+  const DType h = precision().storage_dtype(benchhost::OpClass::conv);
+  return nn::conv2d_forward(nn::cast(x, h), nn::cast(c.weight().value, h), c.bias() ? c.bias()->value : Tensor(),
+                            c.spec());
 }
 
 Tensor MaskRcnn::conv_backward(Conv2d& c, const Tensor& dy, const Tensor& x, bool input_grad) {
+  const DType h = precision().storage_dtype(benchhost::OpClass::conv);
+  const Tensor dyh = nn::cast(dy, h);
   Tensor no_bias;
-  nn::conv2d_backward_weights(dy, x, c.weight().grad, c.bias() ? c.bias()->grad : no_bias, c.spec());
+  nn::conv2d_backward_weights(dyh, nn::cast(x, h), c.weight().grad, c.bias() ? c.bias()->grad : no_bias, c.spec());
   if (!input_grad) return Tensor();
-  return nn::conv2d_backward_data(dy, c.weight().value, x.shape(), c.spec());
+  return nn::cast(nn::conv2d_backward_data(dyh, nn::cast(c.weight().value, h), x.shape(), c.spec()), x.dtype());
 }
 
 nn::RoIAlignSpec MaskRcnn::roi_spec(std::int64_t resolution) const {

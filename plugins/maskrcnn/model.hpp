@@ -41,9 +41,12 @@
 /// roi_heads.box.predictor.cls_score.weight, roi_heads.mask.feature_extractor.mask_fcn1.weight,
 /// roi_heads.mask.predictor.conv5_mask.weight, roi_heads.mask.predictor.mask_fcn_logits.bias.
 ///
-/// Layout NCHW, f32 (tf32 on CUDA through the math scope). Ownership: the model owns its layers
-/// and keeps the activations of the last training forward (features, RPN, and each head's last
-/// call) until backward(). Threading: one training thread.
+/// Layout NCHW. Precision: the policy of set_precision() (nn/module.hpp, Note [Layers under a
+/// precision policy]): f32 master weights and gradients; activations and every output in the
+/// conv/matmul storage type (f32, or bf16/f16, emulated on the CPU), the functional convolutions
+/// of the FPN and RPN included; tf32 on CUDA through the math scope. Ownership: the model owns its
+/// layers and keeps the activations of the last training forward (features, RPN, and each head's
+/// last call) until backward(). Threading: one training thread.
 
 #include <cstdint>
 #include <string>
@@ -74,14 +77,14 @@ struct MaskRcnnConfig {
 
 /// The RPN's outputs, per level P2..P6.
 struct RpnOutputs {
-  std::vector<Tensor> objectness;  ///< f32 [N, A, H_l, W_l] logits
-  std::vector<Tensor> deltas;      ///< f32 [N, 4A, H_l, W_l], anchor-major (dx, dy, dw, dh)
+  std::vector<Tensor> objectness;  ///< [N, A, H_l, W_l] logits (the storage type: f32, bf16, f16)
+  std::vector<Tensor> deltas;      ///< [N, 4A, H_l, W_l], anchor-major (dx, dy, dw, dh)
   std::vector<std::pair<std::int64_t, std::int64_t>> grid_sizes;  ///< (H_l, W_l)
 };
 
 struct BoxHeadOutputs {
-  Tensor class_logits;    ///< f32 [R, K]
-  Tensor box_regression;  ///< f32 [R, 4K]
+  Tensor class_logits;    ///< [R, K] (the storage type)
+  Tensor box_regression;  ///< [R, 4K]
 };
 
 /// One ResNet bottleneck with the stride in its first 1x1 (Note [Mask R-CNN architecture]).
@@ -118,7 +121,7 @@ class MaskRcnn : public nn::Module {
   /// of the last forward()'s images. Training mode keeps what backward() needs (one call per
   /// training forward).
   BoxHeadOutputs box_head(const Tensor& rois);
-  /// The mask head on rois f32 [P, 5]: logits f32 [P, K, 2M, 2M] (M = mask_resolution).
+  /// The mask head on rois f32 [P, 5]: logits [P, K, 2M, 2M] in the storage type (M = mask_resolution).
   Tensor mask_head(const Tensor& rois);
 
   /// Backward of a training forward(), box_head() and mask_head() (each head optional: pass

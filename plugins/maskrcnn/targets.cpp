@@ -11,9 +11,9 @@
 
 namespace benchhost::maskrcnn {
 
-namespace {
-
 Tensor host_f32(const Tensor& t) { return nn::cast(t, DType::f32).to(Device::cpu()).contiguous(); }
+
+namespace {
 
 // i64 [K] from a vector.
 Tensor i64_tensor(const std::vector<std::int64_t>& v) {
@@ -115,7 +115,7 @@ RpnLoss rpn_loss(const RpnOutputs& out, const std::vector<Tensor>& level_anchors
     std::vector<std::int64_t> labels;
     label_anchors(anchors, targets[static_cast<std::size_t>(i)], spec, labels, matched[static_cast<std::size_t>(i)]);
     const nn::BalancedSample s = nn::balanced_sample(i64_tensor(labels), spec.batch_size_per_image,
-                                                     spec.positive_fraction, seed, 2 * static_cast<std::uint64_t>(i));
+                                                     spec.positive_fraction, seed, 2 * targets[static_cast<std::size_t>(i)].sample_key);
     pos[static_cast<std::size_t>(i)].assign(s.positive.data<std::int64_t>(), s.positive.data<std::int64_t>() + s.positive.numel());
     neg[static_cast<std::size_t>(i)].assign(s.negative.data<std::int64_t>(), s.negative.data<std::int64_t>() + s.negative.numel());
     r.sampled += s.positive.numel() + s.negative.numel();
@@ -168,13 +168,14 @@ RpnLoss rpn_loss(const RpnOutputs& out, const std::vector<Tensor>& level_anchors
   for (std::size_t l = 0; l < levels; ++l) {
     const Tensor& o = out.objectness[l];
     const std::int64_t A = o.size(1), H = o.size(2), W = o.size(3), k = level_sizes[l];
-    r.dobjectness.push_back(dobj.slice(1, at, at + k).contiguous().view({n, H, W, A}).permute({0, 3, 1, 2}).contiguous().to(o.device()));
+    r.dobjectness.push_back(dobj.slice(1, at, at + k).contiguous().view({n, H, W, A}).permute({0, 3, 1, 2}).contiguous().to(o.dtype()).to(o.device()));
     r.ddeltas.push_back(ddel.slice(1, at, at + k)
                             .contiguous()
                             .view({n, H, W, A, 4})
                             .permute({0, 3, 4, 1, 2})
                             .contiguous()
                             .view({n, 4 * A, H, W})
+                            .to(out.deltas[l].dtype())
                             .to(o.device()));
     at += k;
   }
@@ -201,7 +202,7 @@ RoiSample sample_rois(const std::vector<nn::Proposals>& proposals, const std::ve
       }
     }
     const nn::BalancedSample s = nn::balanced_sample(i64_tensor(lab), spec.batch_size_per_image, spec.positive_fraction,
-                                                     seed, 2 * static_cast<std::uint64_t>(i) + 1);
+                                                     seed, 2 * t.sample_key + 1);
     std::vector<std::int64_t> keep(s.positive.data<std::int64_t>(), s.positive.data<std::int64_t>() + s.positive.numel());
     keep.insert(keep.end(), s.negative.data<std::int64_t>(), s.negative.data<std::int64_t>() + s.negative.numel());
     std::sort(keep.begin(), keep.end());
@@ -269,8 +270,8 @@ BoxLoss box_head_loss(const BoxHeadOutputs& out, const RoiSample& sample, float 
     const Tensor g = nn::smooth_l1_loss_backward(in, tg, 1.0f, scale, dloss);
     for (std::int64_t j = 0; j < p; ++j) std::copy_n(g.data<float>() + 4 * j, 4, dreg.data<float>() + where[static_cast<std::size_t>(j)]);
   }
-  b.dclass_logits = dcls.to(out.class_logits.device());
-  b.dbox_regression = dreg.to(out.box_regression.device());
+  b.dclass_logits = dcls.to(out.class_logits.dtype()).to(out.class_logits.device());
+  b.dbox_regression = dreg.to(out.box_regression.dtype()).to(out.box_regression.device());
   return b;
 }
 

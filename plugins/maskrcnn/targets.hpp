@@ -21,6 +21,13 @@
 /// their class against BoxCoder(10, 10, 5, 5).encode, summed and divided by R. Mask targets: the
 /// positive RoIs, their matched object's polygons cropped and rasterised at 28 x 28
 /// (nn::polygon_mask_targets); mask loss = nn::mask_bce_loss_forward on each RoI's class channel.
+/// Sampling draws from streams keyed by each image's dataset index (ImageTargets::sample_key), so
+/// an image samples the same anchors and RoIs in any batch, position or rank.
+/// Data parallelism: each rank normalises these losses over its own batch, as the reference does
+/// (per-GPU losses), and the ranks' gradients are averaged. That is the gradient of the global
+/// batch exactly when every image contributes as many sampled anchors, sampled RoIs and positive
+/// RoIs as the others (MaskRcnnWorkload.TwoRanksMatchOneProcess builds such a case); otherwise an
+/// image on a rank with fewer samples weighs more, in the reference too.
 
 #include <cstdint>
 #include <vector>
@@ -31,12 +38,15 @@
 
 namespace benchhost::maskrcnn {
 
+/// A model output as f32 on the host, contiguous (outputs are f16/bf16 under those precisions).
+Tensor host_f32(const Tensor& t);
+
 /// maskrcnn_benchmark's boxlist_iou: f32 [G, A] with widths x2 - x1 + 1 (CPU tensors).
 Tensor legacy_box_iou(const Tensor& a, const Tensor& b);
 
 struct RpnLoss {
   double objectness = 0, box = 0;
-  std::vector<Tensor> dobjectness, ddeltas;  ///< per level, shaped as RpnOutputs, on the outputs' device
+  std::vector<Tensor> dobjectness, ddeltas;  ///< per level, shaped as RpnOutputs, on the outputs' device, in their dtype
   std::int64_t sampled = 0, positive = 0;
 };
 
@@ -49,7 +59,7 @@ struct RpnLossSpec {
 };
 
 /// Note [Mask R-CNN losses], RPN part. level_anchors[l]: f32 [H_l W_l A, 4] (legacy), the same for
-/// every image. seed: the step's sampling seed (image i draws from stream 2 i).
+/// every image. seed: the step's sampling seed (image i draws from stream 2 targets[i].sample_key).
 RpnLoss rpn_loss(const RpnOutputs& out, const std::vector<Tensor>& level_anchors, const std::vector<ImageTargets>& targets,
                  const RpnLossSpec& spec, std::uint64_t seed, float dloss);
 
@@ -67,7 +77,7 @@ struct RoiSampleSpec {
   float positive_fraction = 0.25f;
 };
 
-/// Image i draws from stream 2 i + 1 of `seed`.
+/// Image i draws from stream 2 targets[i].sample_key + 1 of `seed`.
 RoiSample sample_rois(const std::vector<nn::Proposals>& proposals, const std::vector<ImageTargets>& targets,
                       const RoiSampleSpec& spec, std::uint64_t seed);
 

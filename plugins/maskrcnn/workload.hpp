@@ -53,6 +53,15 @@ class WarmupMultiStepSchedule final : public optim::Schedule {
   double gamma_, scale_;
 };
 
+/// The learning rate and decay steps of a run at `global_batch` images (Note [Mask R-CNN LR
+/// scaling], workload.cpp): maskrcnn.lr and maskrcnn.decay-steps scaled from
+/// maskrcnn.lr-reference-batch.
+struct ScaledSolver {
+  double lr = 0;
+  std::vector<std::int64_t> decay_steps;
+};
+ScaledSolver scaled_solver(const Options& options, std::int64_t global_batch);
+
 /// The losses of one training step (Note [Mask R-CNN losses]).
 struct StepLosses {
   double objectness = 0, rpn_box = 0, classifier = 0, box_reg = 0, mask = 0;

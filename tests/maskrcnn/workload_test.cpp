@@ -1,16 +1,19 @@
 // The maskrcnn workload: schedule, options and MLPerf rules, and training steps on a small
 // generated COCO 2017 set.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "common/ranks_match.hpp"
 #include "common/shipped_configs.hpp"
 #include "synthetic_coco2017.hpp"
 #include "workload.hpp"
@@ -21,11 +24,12 @@ using namespace benchhost;
 using namespace benchhost::maskrcnn;
 namespace fs = std::filesystem;
 
-RunContext context(std::map<std::string, std::string> options, const std::string& mode = "ttt") {
+RunContext context(std::map<std::string, std::string> options, const std::string& mode = "ttt",
+                   const std::string& precision = "fp32") {
   RunContext ctx;
   ctx.mode = mode;
   ctx.device = Device::cpu();
-  ctx.precision = "fp32";
+  ctx.precision = precision;
   ctx.seed = 7;
   ctx.num_threads = 2;
   ctx.options = declared_options<MaskRcnnWorkload>(std::move(options));
@@ -95,9 +99,16 @@ TEST(MaskRcnnWorkload, RefusesWhatItCannotRunSayingWhy) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("maskrcnn.backbone-weights"), std::string::npos) << e.what();
   }
-  RunContext half = context({});
-  half.precision = "bf16";
-  EXPECT_NE(MaskRcnnWorkload::check_support(half).find("not built yet"), std::string::npos);
+  RunContext fp8 = context({});
+  fp8.precision = "fp8";
+  EXPECT_NE(MaskRcnnWorkload::check_support(fp8).find("run bf16"), std::string::npos)
+      << MaskRcnnWorkload::check_support(fp8);
+  RunContext tf32 = context({});
+  tf32.precision = "tf32";  // a CUDA math mode
+  EXPECT_FALSE(MaskRcnnWorkload::check_support(tf32).empty());
+  RunContext bf16 = context({});
+  bf16.precision = "bf16";
+  EXPECT_EQ(MaskRcnnWorkload::check_support(bf16), "");
   // A corrupt weights file is a DataError naming it, before anything is trained.
   const fs::path dir = temp_dir("weights");
   fs::create_directories(dir);
@@ -119,12 +130,52 @@ TEST(MaskRcnnSchedule, WarmupMultiStep) {
   EXPECT_NEAR(bias.lr(1000), 0.04, 1e-8);
 }
 
-TEST(MaskRcnnWorkload, TrainStepsLowerTheLossesAndEvaluate) {
-  const fs::path dir = temp_dir("steps");
+class MaskRcnnPrecision : public ::testing::TestWithParam<std::string> {};
+
+// Note [Mask R-CNN LR scaling]: lr and decay steps are for a global batch of 16 and follow the
+// run's linearly; the reference's one-GPU recipe (batch 2) is LR 0.0025 with steps 480000 and
+// 640000.
+TEST(MaskRcnnSchedule, LearningRateAndStepsScaleWithTheGlobalBatch) {
+  const Options defaults = declared_options<MaskRcnnWorkload>({});
+  ScaledSolver s = scaled_solver(defaults, 16);
+  EXPECT_DOUBLE_EQ(s.lr, 0.02);
+  EXPECT_EQ(s.decay_steps, (std::vector<std::int64_t>{60000, 80000}));
+  s = scaled_solver(defaults, 2);
+  EXPECT_DOUBLE_EQ(s.lr, 0.0025);
+  EXPECT_EQ(s.decay_steps, (std::vector<std::int64_t>{480000, 640000}));
+  s = scaled_solver(defaults, 64);
+  EXPECT_DOUBLE_EQ(s.lr, 0.08);
+  EXPECT_EQ(s.decay_steps, (std::vector<std::int64_t>{15000, 20000}));
+  s = scaled_solver(declared_options<MaskRcnnWorkload>({{"lr-reference-batch", "0"}, {"decay-steps", "18000,24000"}}), 64);
+  EXPECT_DOUBLE_EQ(s.lr, 0.02);  // as given
+  EXPECT_EQ(s.decay_steps, (std::vector<std::int64_t>{18000, 24000}));
+  // The run logs what it uses: batch 4 against the reference batch 16.
+  const fs::path dir = temp_dir("lr");
+  std::map<std::string, std::string> o = tiny(dir.string());
+  o["lr-reference-batch"] = "16";
+  o["lr"] = "0.02";
+  o["decay-steps"] = "100,200";
+  MaskRcnnWorkload w;
+  w.setup(context(o));
+  const nlohmann::json logged = nlohmann::json::parse(hyperparameters_to_json(w.hyperparameters()));
+  EXPECT_EQ(logged["global_batch_size"].get<std::int64_t>(), 4) << logged.dump();
+  EXPECT_DOUBLE_EQ(logged["opt_base_learning_rate"].get<double>(), 0.005);
+  EXPECT_EQ(logged["opt_learning_rate_decay_steps"], nlohmann::json::parse("[400, 800]"));
+  w.teardown();
+  fs::remove_all(dir);
+}
+
+TEST_P(MaskRcnnPrecision, TrainStepsLowerTheLossesAndEvaluate) {
+  const fs::path dir = temp_dir(("steps_" + GetParam()).c_str());
   std::map<std::string, std::string> o = tiny(dir.string());
   MaskRcnnWorkload w;
-  const RunInfo info = w.setup(context(o));
-  EXPECT_EQ(info.samples_per_epoch, 16);
+  const RunInfo info = w.setup(context(o, "ttt", GetParam()));
+  {  // aspect-ratio groups of 4: each group's rest waits for the next epoch
+    const auto split = coco::make_coco2017_train(dir.string());
+    const std::vector<std::int32_t> g = aspect_ratio_groups(split->split());
+    const auto tall = static_cast<std::int64_t>(std::count(g.begin(), g.end(), 1));
+    EXPECT_EQ(info.samples_per_epoch, tall / 4 * 4 + (16 - tall) / 4 * 4);
+  }
   std::vector<double> totals;
   const int steps = 24;
   for (int s = 0; s < steps; ++s) {
@@ -138,6 +189,20 @@ TEST(MaskRcnnWorkload, TrainStepsLowerTheLossesAndEvaluate) {
   }
   const double first = (totals[0] + totals[1] + totals[2]) / 3, last = (totals[steps - 1] + totals[steps - 2] + totals[steps - 3]) / 3;
   EXPECT_LT(last, 0.8 * first);
+  // The heads' outputs are in the policy's storage type (emulated on the CPU: real bf16/f16
+  // tensors), and fp16 steps carry the dynamic loss scale.
+  const DType storage = GetParam() == "bf16" ? DType::bf16 : GetParam() == "fp16" ? DType::f16 : DType::f32;
+  w.model().train(false);
+  const RpnOutputs probe = w.model().forward(Tensor::zeros({1, 3, 96, 128}));
+  EXPECT_EQ(probe.objectness[0].dtype(), storage);
+  EXPECT_EQ(w.model().box_head(Tensor::from_vector({0.0f, 8, 8, 40, 40}, {1, 5})).class_logits.dtype(), storage);
+  w.model().train(true);
+  const StepResult scaled = w.train_step();
+  if (GetParam() == "fp16") {
+    EXPECT_GT(scaled.loss_scale, 1.0);
+  } else {
+    EXPECT_EQ(scaled.loss_scale, 0.0);
+  }
   const EvalResult e = w.evaluate();
   EXPECT_GE(e.metric, 0.0);
   EXPECT_LE(e.metric, 1.0);
@@ -152,6 +217,9 @@ TEST(MaskRcnnWorkload, TrainStepsLowerTheLossesAndEvaluate) {
   w.teardown();
   fs::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(Cpu, MaskRcnnPrecision, ::testing::Values("fp32", "bf16", "fp16"),
+                         [](const auto& i) { return i.param; });
 
 }  // namespace
 
@@ -239,6 +307,122 @@ TEST(MaskRcnnData, FlipAndCollateFollowTheReference) {
   EXPECT_EQ(t[1].boxes.size(0), s1.at("boxes").size(0));
   EXPECT_EQ(t[1].polygons.size(), static_cast<std::size_t>(s1.at("labels").size(0)));
   EXPECT_EQ(t[1].polygons[0], coco::polygons_of(s1)[0]);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+
+namespace {
+
+// DATALOADER.ASPECT_RATIO_GROUPING: every training batch is all landscape or all portrait (and
+// square) images; the groups are the reference's h / w quantised at 1. Off, batches mix them.
+TEST(MaskRcnnData, TrainingBatchesAreGroupedByAspectRatio) {
+  const fs::path dir = temp_dir("groups");
+  auto count_mixed = [&](bool grouping) {
+    std::map<std::string, std::string> o = tiny(dir.string());
+    o["gen-train-images"] = "64";
+    o["aspect-ratio-grouping"] = grouping ? "true" : "false";
+    const DataSources d = build_data_sources(context(o), 4);
+    const auto split = coco::make_coco2017_train(dir.string());
+    const std::vector<std::int32_t> groups = aspect_ratio_groups(split->split());
+    EXPECT_EQ(groups.size(), 64u);
+    std::int64_t landscape = std::count(groups.begin(), groups.end(), 0);
+    EXPECT_GT(landscape, 8);  // the generator draws both orientations
+    EXPECT_LT(landscape, 56);
+    int mixed = 0, batches = 0;
+    for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
+      d.train->start_epoch(epoch);
+      while (auto b = d.train->next()) {
+        const Tensor orig = (*b)["orig_size"];
+        std::set<bool> tall;
+        for (std::int64_t i = 0; i < orig.size(0); ++i) {
+          const std::int64_t h = orig.data<std::int64_t>()[2 * i], w = orig.data<std::int64_t>()[2 * i + 1];
+          tall.insert(h >= w);
+          EXPECT_EQ(groups[static_cast<std::size_t>(b->indices[static_cast<std::size_t>(i)])], h >= w ? 1 : 0);
+        }
+        EXPECT_EQ(b->size(), 4);
+        mixed += tall.size() > 1;
+        ++batches;
+      }
+    }
+    EXPECT_EQ(batches, 2 * d.train->batches_per_epoch());
+    EXPECT_EQ(d.samples_per_epoch, 4 * d.train->batches_per_epoch());
+    return mixed;
+  };
+  EXPECT_EQ(count_mixed(true), 0);
+  EXPECT_GT(count_mixed(false), 0);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+
+namespace {
+
+// Data parallel (WORKLOADS.md, Note [Mask R-CNN losses]): 2 ranks with batch 2 each end two SGD
+// steps with the weights one process reaches with batch 4 on the same images. The ranks normalise
+// their losses over their own batch, as the reference does, so the case makes every image weigh
+// the same: images of one size (so one padding and one anchor grid), 16 sampled anchors and 4
+// sampled RoIs per image with one positive (its ground truth is always a candidate), and the
+// batch's proposal budget never binding. Each image samples from its own streams, whichever rank
+// has it.
+TEST(MaskRcnnWorkload, TwoRanksMatchOneProcess) {
+  const fs::path dir = temp_dir("dp");
+  std::map<std::string, std::string> over = tiny(dir.string());
+  over["gen-train-images"] = "8";
+  over["gen-val-images"] = "2";
+  over["gen-min-size"] = over["gen-max-size"] = "96";
+  over["rpn-batch-size-per-image"] = "16";
+  over["roi-batch-size-per-image"] = "4";
+  over["num-image-candidates"] = "4000";
+  over["gen-seed"] = "3";
+  const int steps = 2;
+  auto weights_after = [&](MaskRcnnWorkload& w) {
+    for (int s = 0; s < steps; ++s) {
+      w.prepare_batch();
+      w.train_step();
+    }
+    test_support::NamedWeights out;
+    for (nn::Parameter* p : w.model().trainable_parameters()) out[p->name] = p->value.to_float_vector();
+    return out;
+  };
+  test_support::NamedWeights want, initial;
+  {
+    auto o = over;
+    o["batch-size"] = "4";
+    MaskRcnnWorkload single;
+    single.setup(context(o));
+    // Every training image has an object (the reference keeps crowd-only images, which would
+    // have no positive RoI here): the generator's seed was chosen for it.
+    const auto train_split = coco::make_coco2017_train(dir.string());
+    const coco::Coco2017Split& split = train_split->split();
+    for (const std::size_t pos : split.samples) {
+      int objects = 0;
+      for (const std::size_t a : split.coco->annotations_of(pos)) objects += split.coco->annotations[a].iscrowd ? 0 : 1;
+      ASSERT_GT(objects, 0) << "training image " << split.coco->images[pos].id << " has no object: choose another gen-seed";
+    }
+    for (nn::Parameter* p : single.model().trainable_parameters()) initial[p->name] = p->value.to_float_vector();
+    want = weights_after(single);
+    single.teardown();
+  }
+  // The steps moved the weights (else matching would say nothing).
+  double moved = 0;
+  for (const auto& [name, v] : want)
+    for (std::size_t i = 0; i < v.size(); ++i) moved = std::max(moved, double(std::fabs(v[i] - initial[name][i])));
+  EXPECT_GT(moved, 1e-4);
+  const auto got = test_support::on_ranks(2, [&](int r, Communicator& comm) {
+    auto o = over;
+    o["batch-size"] = "2";
+    RunContext ctx = context(o);
+    ctx.rank = r;
+    ctx.world_size = 2;
+    ctx.communicator = &comm;
+    MaskRcnnWorkload w;
+    w.setup(ctx);
+    auto weights = weights_after(w);
+    w.teardown();
+    return weights;
+  });
+  test_support::expect_ranks_match(want, got, 1e-5);
   fs::remove_all(dir);
 }
 

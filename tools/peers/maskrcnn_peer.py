@@ -375,6 +375,8 @@ def cmd_bench(argv):
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--config", required=True)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none",
+                    help="torch.autocast in that type (fp16 with a GradScaler; torchvision 0.14 has no CPU nms in bf16)")
     a = ap.parse_args(argv)
     dev = torch.device(a.device)
     torch.set_num_threads(a.threads)
@@ -433,11 +435,20 @@ def cmd_bench(argv):
         if dev.type == "cuda":
             torch.cuda.synchronize()
 
+    amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
+    scaler = torch.cuda.amp.GradScaler() if a.amp == "fp16" else None
+
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = sum(model(images, targets).values())
-        loss.backward()
-        opt.step()
+        with torch.autocast(dev.type, dtype=amp, enabled=amp is not None):
+            loss = sum(model(images, targets).values())
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
 
     for _ in range(a.warmup):
         step()
@@ -451,7 +462,7 @@ def cmd_bench(argv):
     times.sort()
     med = times[len(times) // 2]
     print(json.dumps({"peer": "pytorch %s torchvision %s MaskRCNN" % (torch.__version__, torchvision.__version__),
-                      "device": str(dev),
+                      "device": str(dev), "amp": a.amp,
                       "threads": torch.get_num_threads(), "batch_size": b, "image_size": s,
                       "ms_per_step": med * 1e3, "images_per_second": b / med}))
 
