@@ -307,13 +307,16 @@ nlohmann::json read_entries(const fs::path& cache, std::vector<std::string>* war
 PeakMeasurement calibrated_peak(const PeakRequest& r, CalibrateMode mode, const fs::path& cache_file,
                                 std::vector<std::string>* warnings) {
   const std::string key = peak_cache_key(r);
+  std::optional<PeakMeasurement> cached_busy;
   if (mode == CalibrateMode::auto_) {
     CacheLock lock(cache_file);
     std::vector<std::string> read_warnings;
     const nlohmann::json entries = read_entries(cache_file, &read_warnings);
     if (entries.contains(key)) {
       try {
-        return from_json(entries[key]);
+        PeakMeasurement cached = from_json(entries[key]);
+        if (!(cached.load && cached.load->busy)) return cached;
+        cached_busy = std::move(cached);  // Note [Peak cache]: measured again
       } catch (const std::exception& e) {
         read_warnings.push_back(fmt::format("ignoring the corrupt entry for this machine in the peak cache {} ({}); "
                                             "it is re-measured", cache_file.string(), e.what()));
@@ -322,6 +325,9 @@ PeakMeasurement calibrated_peak(const PeakRequest& r, CalibrateMode mode, const 
     if (warnings) warnings->insert(warnings->end(), read_warnings.begin(), read_warnings.end());
   }
   PeakMeasurement m = measure_peak(r);
+  // A busy machine only lowers a peak: a quiet measurement replaces a busy cached one, and of two
+  // busy ones the higher stays.
+  if (cached_busy && m.load && m.load->busy && cached_busy->tflops >= m.tflops) return *cached_busy;
   try {
     CacheLock lock(cache_file);
     nlohmann::json entries = read_entries(cache_file, mode == CalibrateMode::auto_ ? nullptr : warnings);

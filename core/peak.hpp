@@ -29,7 +29,9 @@
 /// peak.json.lock while they read, merge and rename a temporary file over the cache, so parallel
 /// runs (ctest -j, ranks) never see a torn file or drop each other's entries; the measurement
 /// itself runs outside the lock. A file that does not parse is ignored with a warning and
-/// rewritten. The test suite points XDG_CACHE_HOME at the build tree (tests/common/test_cache_home.cpp), so
+/// rewritten. An entry measured on a busy machine (machine_load.busy) is a low peak: each run
+/// measures again until a quiet measurement replaces it (of two busy ones the higher is kept), so
+/// a calibration taken during a test suite does not stay. The test suite points XDG_CACHE_HOME at the build tree (tests/common/test_cache_home.cpp), so
 /// tests share one calibration per build and never write a user's cache.
 
 #include <cstdint>

@@ -84,6 +84,36 @@ TEST(Peak, CacheIsReusedAndRefreshMeasuresAgain) {
   EXPECT_TRUE(warnings.empty()) << warnings.front();
 }
 
+// Note [Peak cache]: a peak cached from a busy machine is low; the next run measures again and a
+// quiet (or higher) measurement replaces it.
+TEST(Peak, ABusyCachedPeakIsMeasuredAgain) {
+  bhtest::TempDir tmp("peak_busy");
+  const auto cache = tmp.path / "peak.json";
+  const PeakRequest r = small_cpu_request();
+  std::vector<std::string> warnings;
+  PeakMeasurement low = calibrated_peak(r, CalibrateMode::auto_, cache, &warnings);
+  // The same entry as if taken while other processes kept the CPUs busy: far too low.
+  nlohmann::json j = nlohmann::json::parse(bhtest::read_file(cache));
+  nlohmann::json& e = j["entries"][peak_cache_key(r)];
+  e["tflops"] = 1e-9;
+  e["machine_load"] = {{"cpus", 2}, {"seconds", 0.4}, {"other_cpus", 1.5}, {"steal_fraction", 0.0},
+                       {"load_average", 3.5}, {"busy", true}};
+  { std::ofstream(cache) << j.dump(); }
+  const int before = peak_measurements_taken();
+  const PeakMeasurement again = calibrated_peak(r, CalibrateMode::auto_, cache, &warnings);
+  EXPECT_EQ(peak_measurements_taken(), before + 1) << "a busy cached peak was used as it is";
+  EXPECT_GT(again.tflops, 1e-9);
+  const auto after = nlohmann::json::parse(bhtest::read_file(cache));
+  EXPECT_DOUBLE_EQ(after["entries"][peak_cache_key(r)]["tflops"].get<double>(), again.tflops);
+  // A quiet cached entry is used as it is.
+  if (!(again.load && again.load->busy)) {
+    const PeakMeasurement third = calibrated_peak(r, CalibrateMode::auto_, cache, &warnings);
+    EXPECT_EQ(peak_measurements_taken(), before + 1);
+    EXPECT_TRUE(third.from_cache);
+  }
+  EXPECT_GT(low.tflops, 0);
+}
+
 TEST(Peak, CorruptCacheIsIgnoredWithAWarningAndRewritten) {
   bhtest::TempDir tmp("peak_corrupt");
   const auto cache = tmp.path / "peak.json";
