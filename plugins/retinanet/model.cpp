@@ -10,7 +10,6 @@
 #include "model.hpp"
 
 #include <cmath>
-#include <map>
 #include <set>
 
 #include <fmt/format.h>
