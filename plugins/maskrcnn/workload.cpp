@@ -392,9 +392,20 @@ StepResult MaskRcnnWorkload::train_step() {
 
   const RpnOutputs out = model_->forward(images);
   const std::vector<Tensor> anchors = anchors_for(out.grid_sizes);
+  // One host copy of the RPN's outputs serves the loss and the proposals (on the CPU in f32 it is
+  // the outputs themselves); the loss's gradients go back to the outputs' device and dtype.
+  RpnOutputs host{{}, {}, out.grid_sizes};
+  for (std::size_t l = 0; l < out.objectness.size(); ++l) {
+    host.objectness.push_back(host_f32(out.objectness[l]));
+    host.deltas.push_back(host_f32(out.deltas[l]));
+  }
   RpnLossSpec rs;
   rs.batch_size_per_image = o.get_int("rpn-batch-size-per-image");
-  const RpnLoss rl = rpn_loss(out, anchors, targets, rs, seed, dloss);
+  RpnLoss rl = rpn_loss(host, anchors, targets, rs, seed, dloss);
+  for (std::size_t l = 0; l < out.objectness.size(); ++l) {
+    rl.dobjectness[l] = rl.dobjectness[l].to(out.objectness[l].dtype()).to(ctx_.device);
+    rl.ddeltas[l] = rl.ddeltas[l].to(out.deltas[l].dtype()).to(ctx_.device);
+  }
 
   std::vector<std::pair<std::int64_t, std::int64_t>> sizes;
   std::vector<Tensor> gt;
@@ -407,7 +418,7 @@ StepResult MaskRcnnWorkload::train_step() {
   ps.post_nms_top_n = o.get_int("rpn-post-nms-top-n-train");
   ps.fpn_post_nms_top_n = o.get_int("num-image-candidates");
   ps.training = true;
-  const std::vector<nn::Proposals> proposals = nn::generate_proposals(out.objectness, out.deltas, anchors, sizes, gt, ps);
+  const std::vector<nn::Proposals> proposals = nn::generate_proposals(host.objectness, host.deltas, anchors, sizes, gt, ps);
   RoiSampleSpec ss;
   ss.batch_size_per_image = o.get_int("roi-batch-size-per-image");
   const RoiSample sample = sample_rois(proposals, targets, ss, seed);
