@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 
 #include "benchhost/comm/communicator.hpp"
+#include "benchhost/nn/module.hpp"
+#include "benchhost/workload.hpp"
 #include "common/thread_comm.hpp"
 
 namespace benchhost::test_support {
@@ -37,6 +39,30 @@ std::vector<NamedWeights> on_ranks(int world, F rank_fn) {
     });
   for (auto& t : threads) t.join();
   return got;
+}
+
+/// The values of `params` by name (after some steps, to compare runs).
+inline NamedWeights named_weights(const std::vector<nn::Parameter*>& params) {
+  NamedWeights out;
+  for (const nn::Parameter* p : params) out[p->name] = p->value.to_float_vector();
+  return out;
+}
+
+/// A workload W on each of `world` ranks: `ctx` with the rank, world size and communicator set,
+/// then setup, `body(w)` (what the rank returns) and teardown.
+template <class W, class F>
+std::vector<NamedWeights> on_rank_workloads(int world, const RunContext& ctx, F body) {
+  return on_ranks(world, [&](int r, Communicator& comm) {
+    RunContext mine = ctx;
+    mine.rank = r;
+    mine.world_size = world;
+    mine.communicator = &comm;
+    W w;
+    w.setup(mine);
+    NamedWeights out = body(w);
+    w.teardown();
+    return out;
+  });
 }
 
 /// Every tensor of `want` is on every rank with the same size, within relative L2 distance `tol`.

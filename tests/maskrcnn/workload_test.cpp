@@ -382,9 +382,7 @@ TEST(MaskRcnnWorkload, TwoRanksMatchOneProcess) {
       w.prepare_batch();
       w.train_step();
     }
-    test_support::NamedWeights out;
-    for (nn::Parameter* p : w.model().trainable_parameters()) out[p->name] = p->value.to_float_vector();
-    return out;
+    return test_support::named_weights(w.model().trainable_parameters());
   };
   test_support::NamedWeights want, initial;
   {
@@ -401,7 +399,7 @@ TEST(MaskRcnnWorkload, TwoRanksMatchOneProcess) {
       for (const std::size_t a : split.coco->annotations_of(pos)) objects += split.coco->annotations[a].iscrowd ? 0 : 1;
       ASSERT_GT(objects, 0) << "training image " << split.coco->images[pos].id << " has no object: choose another gen-seed";
     }
-    for (nn::Parameter* p : single.model().trainable_parameters()) initial[p->name] = p->value.to_float_vector();
+    initial = test_support::named_weights(single.model().trainable_parameters());
     want = weights_after(single);
     single.teardown();
   }
@@ -410,19 +408,9 @@ TEST(MaskRcnnWorkload, TwoRanksMatchOneProcess) {
   for (const auto& [name, v] : want)
     for (std::size_t i = 0; i < v.size(); ++i) moved = std::max(moved, double(std::fabs(v[i] - initial[name][i])));
   EXPECT_GT(moved, 1e-4);
-  const auto got = test_support::on_ranks(2, [&](int r, Communicator& comm) {
-    auto o = over;
-    o["batch-size"] = "2";
-    RunContext ctx = context(o);
-    ctx.rank = r;
-    ctx.world_size = 2;
-    ctx.communicator = &comm;
-    MaskRcnnWorkload w;
-    w.setup(ctx);
-    auto weights = weights_after(w);
-    w.teardown();
-    return weights;
-  });
+  auto o = over;
+  o["batch-size"] = "2";
+  const auto got = test_support::on_rank_workloads<MaskRcnnWorkload>(2, context(o), weights_after);
   test_support::expect_ranks_match(want, got, 1e-5);
   fs::remove_all(dir);
 }
@@ -460,24 +448,16 @@ TEST(MaskRcnnWorkload, TwoRanksEvaluateAsOneProcess) {
   }
   ASSERT_GT(bbox, 0.0) << "the trained model detects nothing: the comparison would say little";
   ASSERT_GT(segm, 0.0);
-  std::vector<std::pair<double, double>> per_rank(2);
-  test_support::on_ranks(2, [&](int r, Communicator& comm) {
-    auto o = over;
-    o["init-weights"] = trained;
-    RunContext ctx = context(o);
-    ctx.rank = r;
-    ctx.world_size = 2;
-    ctx.communicator = &comm;
-    MaskRcnnWorkload w;
-    w.setup(ctx);
+  auto o = over;
+  o["init-weights"] = trained;
+  const auto got = test_support::on_rank_workloads<MaskRcnnWorkload>(2, context(o), [](MaskRcnnWorkload& w) {
     w.evaluate();
-    per_rank[static_cast<std::size_t>(r)] = {w.last_bbox_map(), w.last_segm_map()};
-    w.teardown();
-    return test_support::NamedWeights{};
+    return test_support::NamedWeights{{"map", {static_cast<float>(w.last_bbox_map()), static_cast<float>(w.last_segm_map())}}};
   });
-  for (int r = 0; r < 2; ++r) {
-    EXPECT_NEAR(per_rank[static_cast<std::size_t>(r)].first, bbox, 1e-9) << "rank " << r;
-    EXPECT_NEAR(per_rank[static_cast<std::size_t>(r)].second, segm, 1e-9) << "rank " << r;
+  for (std::size_t r = 0; r < got.size(); ++r) {
+    ASSERT_EQ(got[r].count("map"), 1u) << "rank " << r;
+    EXPECT_FLOAT_EQ(got[r].at("map")[0], static_cast<float>(bbox)) << "rank " << r;
+    EXPECT_FLOAT_EQ(got[r].at("map")[1], static_cast<float>(segm)) << "rank " << r;
   }
   std::printf("bbox %.4f segm %.4f\n", bbox, segm);
   fs::remove_all(dir);

@@ -192,9 +192,7 @@ TEST(RetinaNetWorkload, TwoRanksMatchOneProcess) {
       w.prepare_batch();
       w.train_step();
     }
-    test_support::NamedWeights out;
-    for (nn::Parameter* p : w.model().trainable_parameters()) out[p->name] = p->value.to_float_vector();
-    return out;
+    return test_support::named_weights(w.model().trainable_parameters());
   };
   test_support::NamedWeights want;
   {
@@ -205,19 +203,9 @@ TEST(RetinaNetWorkload, TwoRanksMatchOneProcess) {
     want = weights_after(single);
     single.teardown();
   }
-  const auto got = test_support::on_ranks(2, [&](int r, Communicator& comm) {
-    auto o = over;
-    o["batch-size"] = "2";
-    RunContext ctx = context(o);
-    ctx.rank = r;
-    ctx.world_size = 2;
-    ctx.communicator = &comm;
-    RetinaNetWorkload w;
-    w.setup(ctx);
-    auto weights = weights_after(w);
-    w.teardown();
-    return weights;
-  });
+  auto o = over;
+  o["batch-size"] = "2";
+  const auto got = test_support::on_rank_workloads<RetinaNetWorkload>(2, context(o), weights_after);
   test_support::expect_ranks_match(want, got, 1e-5);
   fs::remove_all(dir);
 }

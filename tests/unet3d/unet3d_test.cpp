@@ -355,9 +355,7 @@ TEST(UNet3dWorkload, TwoRanksMatchOneProcess) {
       w.prepare_batch();
       w.train_step();
     }
-    test_support::NamedWeights out;
-    for (nn::Parameter* p : w.model().parameters()) out[p->name] = p->value.to_float_vector();
-    return out;
+    return test_support::named_weights(w.model().parameters());
   };
   test_support::NamedWeights want;
   {
@@ -368,19 +366,9 @@ TEST(UNet3dWorkload, TwoRanksMatchOneProcess) {
     want = weights_after(single);
     single.teardown();
   }
-  const auto got = test_support::on_ranks(2, [&](int r, Communicator& comm) {
-    auto o = over;
-    o["batch-size"] = "2";
-    RunContext ctx = context(o, "ttt");
-    ctx.rank = r;
-    ctx.world_size = 2;
-    ctx.communicator = &comm;
-    UNet3dWorkload w;
-    w.setup(ctx);
-    auto weights = weights_after(w);
-    w.teardown();
-    return weights;
-  });
+  auto o = over;
+  o["batch-size"] = "2";
+  const auto got = test_support::on_rank_workloads<UNet3dWorkload>(2, context(o, "ttt"), weights_after);
   test_support::expect_ranks_match(want, got, 1e-5);
   fs::remove_all(dir);
 }
