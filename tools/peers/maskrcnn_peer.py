@@ -68,6 +68,7 @@ import torch.nn.functional as F
 import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import amp_step  # noqa: E402
 import weights  # noqa: E402
 from torchvision.ops import MultiScaleRoIAlign, roi_align
 
@@ -435,20 +436,7 @@ def cmd_bench(argv):
         if dev.type == "cuda":
             torch.cuda.synchronize()
 
-    amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
-    scaler = torch.cuda.amp.GradScaler() if a.amp == "fp16" else None
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(dev.type, dtype=amp, enabled=amp is not None):
-            loss = sum(model(images, targets).values())
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
+    step = amp_step.make(opt, lambda: sum(model(images, targets).values()), dev.type, a.amp)
 
     for _ in range(a.warmup):
         step()

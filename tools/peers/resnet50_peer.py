@@ -36,6 +36,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import amp_step  # noqa: E402
 import weights  # noqa: E402
 
 
@@ -173,20 +174,7 @@ def cmd_bench(args):
     model.train()
     # Mixed precision the usual PyTorch way: autocast for the forward pass, fp32 master weights,
     # a GradScaler for fp16 (bf16 needs none).
-    amp_dtype = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.amp]
-    scaler = torch.cuda.amp.GradScaler() if args.amp == "fp16" else None
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            loss = loss_fn(model(x), y)
-        if scaler:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
+    step = amp_step.make(opt, lambda: loss_fn(model(x), y), device.type, args.amp)
 
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     median = timed(step, args.warmup, args.iters, sync)

@@ -54,6 +54,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import amp_step  # noqa: E402
 import weights  # noqa: E402
 
 from torchvision.models import resnext50_32x4d  # noqa: E402
@@ -259,25 +260,13 @@ def cmd_bench(a):
         targets.append({"boxes": torch.tensor(boxes, device=dev), "labels": (torch.arange(4) % k).to(dev)})
     matcher = det_utils.Matcher(0.5, 0.4, allow_low_quality_matches=True)
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-    amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
-    scaler = torch.cuda.amp.GradScaler() if a.amp == "fp16" else None
 
     def sync():
         if dev.type == "cuda":
             torch.cuda.synchronize()
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(dev.type, dtype=amp, enabled=amp is not None):
-            losses = detection_loss(model, model(images), images, targets, gen, matcher)
-            loss = sum(losses.values())
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
+    step = amp_step.make(opt, lambda: sum(detection_loss(model, model(images), images, targets, gen, matcher).values()),
+                         dev.type, a.amp)
 
     for _ in range(a.warmup):
         step()

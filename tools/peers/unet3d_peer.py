@@ -30,6 +30,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import amp_step  # noqa: E402
 import weights  # noqa: E402
 
 
@@ -140,21 +141,8 @@ def cmd_bench(args):
     x = torch.randn(args.batch_size, 1, p, p, p, device=device).to(memory_format=fmt)
     y = torch.randint(0, 3, (args.batch_size, p, p, p), device=device)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
-    amp_dtype = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.amp]
-    scaler = torch.cuda.amp.GradScaler() if args.amp == "fp16" else None
     model.train()
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            loss = dice_ce_loss(model(x).float(), y)
-        if scaler:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
+    step = amp_step.make(opt, lambda: dice_ce_loss(model(x).float(), y), device.type, args.amp)
 
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for _ in range(args.warmup):
