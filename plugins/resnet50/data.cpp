@@ -42,29 +42,17 @@ ImageDatasets real_datasets(const Options& o, const ResNetConfig& model) {
 /// is dropped) and the whole evaluation set in order, unevenly shared by the ranks.
 DataSources loader_sources(const ImageDatasets& ds, const RunContext& ctx, std::int64_t batch_size,
                            std::int64_t eval_batch_size, int loader_threads) {
-  data::SamplerOptions so;
-  so.dataset_size = ds.train->size();
-  so.rank = ctx.rank;
-  so.world_size = ctx.world_size;
-  so.shuffle = true;
-  so.seed = ctx.seed;
-  so.tail = data::TailPolicy::drop;
-  data::LoaderOptions lo;
-  lo.batch_size = batch_size;
-  lo.num_threads = loader_threads;
-  lo.drop_last_batch = true;
+  data::RunLoaderOptions lo;  // Note [Training and evaluation loaders]
+  lo.rank = ctx.rank;
+  lo.world_size = ctx.world_size;
   lo.seed = ctx.seed;
+  lo.num_threads = loader_threads;
   lo.device = ctx.device;  // pinned host memory and a side-stream copy on CUDA
   DataSources out;
-  out.train = std::make_unique<data::DataLoader>(ds.train, data::Sampler(so), lo);
+  out.train = data::training_loader(ds.train, batch_size, lo);
   BH_CHECK_AS(InvalidArgument, out.train->batches_per_epoch() > 0,
               "resnet50: {} training samples give no full batch of {} per rank", ds.train->size(), batch_size);
-  so.dataset_size = ds.eval->size();
-  so.shuffle = false;
-  so.tail = data::TailPolicy::uneven;
-  lo.batch_size = eval_batch_size;
-  lo.drop_last_batch = false;
-  out.eval = std::make_unique<data::DataLoader>(ds.eval, data::Sampler(so), lo);
+  out.eval = data::evaluation_loader(ds.eval, eval_batch_size, lo);
   out.eval_samples = ds.eval->size();
   out.samples_per_epoch = out.train->batches_per_epoch() * batch_size * ctx.world_size;
   return out;

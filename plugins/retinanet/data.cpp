@@ -76,31 +76,19 @@ DataSources build_data_sources(const RunContext& ctx, std::int64_t batch_size, b
               "{}: the data has {} / {} categories but retinanet.num-classes is {}", root, train->split().num_classes,
               eval->split().num_classes, k);
 
-  data::SamplerOptions so;
-  so.dataset_size = train->size();
-  so.rank = ctx.rank;
-  so.world_size = ctx.world_size;
-  so.shuffle = true;
-  so.seed = ctx.seed;
-  so.tail = data::TailPolicy::drop;
-  data::LoaderOptions lo;
-  lo.batch_size = batch_size;
+  data::RunLoaderOptions lo;  // Note [Training and evaluation loaders]
+  lo.rank = ctx.rank;
+  lo.world_size = ctx.world_size;
+  lo.seed = ctx.seed;
   const std::int64_t threads = o.get_int("loader-threads") > 0 ? o.get_int("loader-threads") : ctx.num_threads;
   lo.num_threads = static_cast<int>(std::max<std::int64_t>(1, threads));
-  lo.drop_last_batch = true;
-  lo.seed = ctx.seed;
   lo.device = ctx.device;
   lo.collate = coco::detection_collate;
   DataSources out;
-  out.train = std::make_unique<data::DataLoader>(train, data::Sampler(so), lo);
+  out.train = data::training_loader(train, batch_size, lo);
   BH_CHECK_AS(InvalidArgument, out.train->batches_per_epoch() > 0,
               "retinanet: {} training images give no full batch of {} per rank", train->size(), batch_size);
-  so.dataset_size = eval->size();
-  so.shuffle = false;
-  so.tail = data::TailPolicy::uneven;
-  lo.batch_size = o.get_int("eval-batch-size");
-  lo.drop_last_batch = false;
-  out.eval = std::make_unique<data::DataLoader>(eval, data::Sampler(so), lo);
+  out.eval = data::evaluation_loader(eval, o.get_int("eval-batch-size"), lo);
   out.samples_per_epoch = out.train->batches_per_epoch() * batch_size * ctx.world_size;
   out.eval_samples = eval->size();
   out.num_classes = k;

@@ -107,24 +107,17 @@ DataSources synthetic_sources(const RunContext& ctx, std::int64_t batch_size) {
   return out;
 }
 
-std::unique_ptr<data::DataLoader> loader(std::shared_ptr<const data::Dataset> dataset, const RunContext& ctx, std::int64_t batch,
-                                         bool train) {
-  data::SamplerOptions so;
-  so.dataset_size = dataset->size();
-  so.rank = ctx.rank;
-  so.world_size = ctx.world_size;
-  so.shuffle = train;
-  so.seed = ctx.seed;
-  so.tail = train ? data::TailPolicy::drop : data::TailPolicy::uneven;
-  data::LoaderOptions lo;
-  lo.batch_size = batch;
+// Note [Training and evaluation loaders] (data/pipeline.hpp).
+data::RunLoaderOptions loader_options(const RunContext& ctx) {
+  data::RunLoaderOptions lo;
+  lo.rank = ctx.rank;
+  lo.world_size = ctx.world_size;
+  lo.seed = ctx.seed;
   const std::int64_t threads = ctx.options.get_int("loader-threads") > 0 ? ctx.options.get_int("loader-threads") : ctx.num_threads;
   lo.num_threads = static_cast<int>(std::max<std::int64_t>(1, threads));
-  lo.drop_last_batch = train;
-  lo.seed = ctx.seed;
   lo.device = ctx.device;
   lo.collate = collate_utterances;
-  return std::make_unique<data::DataLoader>(std::move(dataset), data::Sampler(so), lo);
+  return lo;
 }
 
 }  // namespace
@@ -164,8 +157,8 @@ DataSources build_data_sources(const RunContext& ctx, std::int64_t batch_size) {
   auto features = std::make_shared<const data::RnntFeaturePipeline>(feature_config(o));
   auto train = std::make_shared<const RnntFeatureDataset>(train_utts, features, true);
   auto eval = std::make_shared<const RnntFeatureDataset>(eval_utts, features, false);
-  out.train = loader(train, ctx, batch_size, true);
-  out.eval = loader(eval, ctx, o.get_int("eval-batch-size"), false);
+  out.train = data::training_loader(train, batch_size, loader_options(ctx));
+  out.eval = data::evaluation_loader(eval, o.get_int("eval-batch-size"), loader_options(ctx));
   out.samples_per_epoch = out.train->batches_per_epoch() * batch_size * ctx.world_size;
   out.train_utterances = train->size();
   out.eval_samples = eval->size();

@@ -62,23 +62,16 @@ DataSources build_data_sources(const RunContext& ctx, std::int64_t batch_size) {
 
   // Shuffled, rank-sharded training cases; the tail that does not fill a batch on every rank is
   // dropped (the reference's drop_last).
-  data::SamplerOptions so;
-  so.dataset_size = train->size();
-  so.rank = ctx.rank;
-  so.world_size = ctx.world_size;
-  so.shuffle = true;
-  so.seed = ctx.seed;
-  so.tail = data::TailPolicy::drop;
-  data::LoaderOptions lo;
-  lo.batch_size = batch_size;
+  data::RunLoaderOptions lo;  // Note [Training and evaluation loaders]
+  lo.rank = ctx.rank;
+  lo.world_size = ctx.world_size;
+  lo.seed = ctx.seed;
   const std::int64_t threads = o.get_int("loader-threads") > 0 ? o.get_int("loader-threads") : ctx.num_threads;
   lo.num_threads = static_cast<int>(std::max<std::int64_t>(1, threads));
-  lo.drop_last_batch = true;
-  lo.seed = ctx.seed;
   lo.device = ctx.device;
 
   DataSources out;
-  out.train = std::make_unique<data::DataLoader>(train, data::Sampler(so), lo);
+  out.train = data::training_loader(train, batch_size, lo);
   out.samples_per_epoch = out.train->batches_per_epoch() * batch_size * ctx.world_size;
   out.train_cases = train->size();
   // Evaluation: case j goes to rank j % world_size; the DICE metric sums over the ranks.

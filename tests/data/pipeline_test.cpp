@@ -1,4 +1,5 @@
 // The oneTBB loader: determinism across thread counts, resume, errors, shutdown; synthetic data.
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <set>
@@ -297,4 +298,47 @@ TEST(Loader, NonDataErrorsAreWrappedWithTheSource) {
   DataLoader l(std::make_shared<Throws>(), Sampler({10, 0, 1, false}), {2, 2});
   l.start_epoch(3);
   EXPECT_DATA_ERROR(while (l.next()) {}, "sample 5 (epoch 3) from rec/5: vector index");
+}
+
+// Note [Training and evaluation loaders]: the training loaders of the ranks share out a shuffled
+// order in full batches of equal count (the tail dropped); the evaluation loaders cover every
+// sample once, in order, the short last batch kept.
+TEST(Loader, TrainingAndEvaluationLoadersOfARun) {
+  auto ds = std::make_shared<AugDataset>(23);
+  std::set<std::int64_t> trained, evaluated;
+  std::vector<std::int64_t> eval_order;
+  for (int r = 0; r < 2; ++r) {
+    RunLoaderOptions o;
+    o.rank = r;
+    o.world_size = 2;
+    o.seed = 7;
+    auto train = training_loader(ds, 4, o);
+    EXPECT_EQ(train->batches_per_epoch(), 2);  // 11 samples per rank: two full batches of 4
+    train->start_epoch(0);
+    int batches = 0;
+    while (auto b = train->next()) {
+      EXPECT_EQ(b->size(), 4);
+      for (std::int64_t i : b->indices) EXPECT_TRUE(trained.insert(i).second) << "index " << i << " twice";
+      ++batches;
+    }
+    EXPECT_EQ(batches, 2);
+    auto eval = evaluation_loader(ds, 5, o);
+    eval->start_epoch(0);
+    while (auto b = eval->next())
+      for (std::int64_t i : b->indices) {
+        EXPECT_TRUE(evaluated.insert(i).second);
+        if (r == 0) eval_order.push_back(i);
+      }
+  }
+  EXPECT_EQ(trained.size(), 16u);
+  EXPECT_EQ(evaluated.size(), 23u);
+  EXPECT_TRUE(std::is_sorted(eval_order.begin(), eval_order.end()));
+  EXPECT_EQ(eval_order.size(), 12u);  // rank 0 of 2: 0, 2, ..., 22
+  // With groups, every training batch is one group's.
+  RunLoaderOptions g;
+  for (std::int64_t i = 0; i < 23; ++i) g.group_ids.push_back(static_cast<std::int32_t>(i % 3 == 0));
+  auto grouped = training_loader(ds, 2, g);
+  grouped->start_epoch(1);
+  while (auto b = grouped->next()) EXPECT_EQ(b->indices[0] % 3 == 0, b->indices[1] % 3 == 0);
+  EXPECT_THROW(training_loader(nullptr, 2, g), InvalidArgument);
 }

@@ -112,4 +112,29 @@ class DataLoader final : public BatchSource {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Note [Training and evaluation loaders]
+/// The two loaders of a data-parallel workload, as every first-party plugin builds them:
+///   - training: this rank's shard of a shuffled order (Sampler seeded with `seed`, the same on
+///     every rank), the tail that does not fill a batch on every rank dropped (TailPolicy::drop,
+///     drop_last_batch), so every rank runs the same number of steps; with group_ids, grouped
+///     batches instead (Note [Grouped batches]);
+///   - evaluation: the whole set in order, shared unevenly (TailPolicy::uneven, every sample on
+///     exactly one rank, a short last batch kept), for metrics that merge over the ranks.
+struct RunLoaderOptions {
+  int rank = 0;
+  int world_size = 1;
+  std::uint64_t seed = 0;                ///< shuffle and augmentation seed (the run's)
+  int num_threads = 1;                   ///< loader threads (>= 1)
+  Device device = Device::cpu();         ///< where batches are delivered
+  CollateFn collate;                     ///< empty = data::collate
+  std::vector<std::int32_t> group_ids;   ///< training only: Note [Grouped batches] (empty = none)
+};
+
+/// The training loader of Note [Training and evaluation loaders]. InvalidArgument as DataLoader's.
+std::unique_ptr<DataLoader> training_loader(std::shared_ptr<const Dataset> dataset, std::int64_t batch_size,
+                                            const RunLoaderOptions& options);
+/// The evaluation loader of Note [Training and evaluation loaders] (group_ids are not used).
+std::unique_ptr<DataLoader> evaluation_loader(std::shared_ptr<const Dataset> dataset, std::int64_t batch_size,
+                                              const RunLoaderOptions& options);
+
 }  // namespace benchhost::data
