@@ -310,48 +310,42 @@ const Sampler& DataLoader::sampler() const { return impl_->sampler; }
 const LoaderOptions& DataLoader::options() const { return impl_->opt; }
 
 // Note [Training and evaluation loaders] (pipeline.hpp).
-std::unique_ptr<DataLoader> training_loader(std::shared_ptr<const Dataset> dataset, std::int64_t batch_size,
-                                            const RunLoaderOptions& options) {
-  if (!dataset) BH_THROW(InvalidArgument, "training_loader: dataset is null");
+namespace {
+
+std::unique_ptr<DataLoader> run_loader(std::shared_ptr<const Dataset> dataset, std::int64_t batch_size,
+                                       const RunLoaderOptions& options, bool training) {
+  if (!dataset) BH_THROW(InvalidArgument, "{}: dataset is null", training ? "training_loader" : "evaluation_loader");
   SamplerOptions so;
   so.dataset_size = dataset->size();
   so.rank = options.rank;
   so.world_size = options.world_size;
-  so.shuffle = true;
+  so.shuffle = training;
   so.seed = options.seed;
-  so.tail = TailPolicy::drop;
-  if (!options.group_ids.empty()) {
+  so.tail = training ? TailPolicy::drop : TailPolicy::uneven;
+  if (training && !options.group_ids.empty()) {
     so.group_ids = options.group_ids;
     so.group_batch_size = batch_size;
   }
   LoaderOptions lo;
   lo.batch_size = batch_size;
   lo.num_threads = options.num_threads;
-  lo.drop_last_batch = true;
+  lo.drop_last_batch = training;
   lo.seed = options.seed;
   lo.device = options.device;
   lo.collate = options.collate;
   return std::make_unique<DataLoader>(std::move(dataset), Sampler(std::move(so)), std::move(lo));
 }
 
+}  // namespace
+
+std::unique_ptr<DataLoader> training_loader(std::shared_ptr<const Dataset> dataset, std::int64_t batch_size,
+                                            const RunLoaderOptions& options) {
+  return run_loader(std::move(dataset), batch_size, options, true);
+}
+
 std::unique_ptr<DataLoader> evaluation_loader(std::shared_ptr<const Dataset> dataset, std::int64_t batch_size,
                                               const RunLoaderOptions& options) {
-  if (!dataset) BH_THROW(InvalidArgument, "evaluation_loader: dataset is null");
-  SamplerOptions so;
-  so.dataset_size = dataset->size();
-  so.rank = options.rank;
-  so.world_size = options.world_size;
-  so.shuffle = false;
-  so.seed = options.seed;
-  so.tail = TailPolicy::uneven;
-  LoaderOptions lo;
-  lo.batch_size = batch_size;
-  lo.num_threads = options.num_threads;
-  lo.drop_last_batch = false;
-  lo.seed = options.seed;
-  lo.device = options.device;
-  lo.collate = options.collate;
-  return std::make_unique<DataLoader>(std::move(dataset), Sampler(std::move(so)), std::move(lo));
+  return run_loader(std::move(dataset), batch_size, options, false);
 }
 
 }  // namespace benchhost::data
