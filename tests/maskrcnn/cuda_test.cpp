@@ -83,13 +83,17 @@ TEST(MaskRcnnCuda, OutputsAndGradientsMatchTheCpu) {
   for (std::size_t i = 0; i < cpu.grads.size(); ++i) EXPECT_LT(rel_l2(gpu.grads[i], cpu.grads[i]), 1e-3) << "gradient " << i;
 }
 
-TEST(MaskRcnnCuda, TrainStepsRunOnTheDevice) {
+// Every precision the workload declares trains on the device: finite losses, a mask loss, the
+// heads' outputs in the policy's storage type (fp16 with its loss scale).
+class MaskRcnnCudaPrecision : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MaskRcnnCudaPrecision, TrainStepsRunOnTheDevice) {
   std::string why;
   if (!device_available(Device::cuda(0), &why)) GTEST_SKIP() << "no CUDA device: " << why;
   RunContext ctx;
   ctx.mode = "train";
   ctx.device = Device::cuda(0);
-  ctx.precision = "fp32";
+  ctx.precision = GetParam();
   ctx.seed = 3;
   ctx.num_threads = 2;
   ctx.synthetic_data = true;
@@ -105,8 +109,17 @@ TEST(MaskRcnnCuda, TrainStepsRunOnTheDevice) {
     const StepResult r = w.train_step();
     EXPECT_TRUE(std::isfinite(r.loss)) << "step " << k;
     EXPECT_GT(w.last_losses().mask, 0.0) << "step " << k;
+    if (GetParam() == "fp16") EXPECT_GT(r.loss_scale, 1.0);
   }
+  const DType storage = GetParam() == "bf16" ? DType::bf16 : GetParam() == "fp16" ? DType::f16 : DType::f32;
+  w.model().train(false);
+  const RpnOutputs probe = w.model().forward(Tensor::zeros({1, 3, 128, 128}).to(Device::cuda(0)));
+  EXPECT_EQ(probe.objectness[0].dtype(), storage);
+  EXPECT_TRUE(probe.objectness[0].device().is_cuda());
   w.teardown();
 }
+
+INSTANTIATE_TEST_SUITE_P(Precisions, MaskRcnnCudaPrecision, ::testing::Values("fp32", "tf32", "bf16", "fp16"),
+                         [](const auto& i) { return i.param; });
 
 }  // namespace
