@@ -8,7 +8,7 @@
 // It uses the SDK the way a real workload does:
 //   options     benchhost/options.hpp             declared once in describe(), read in setup()
 //   data        benchhost/data/idx.hpp            the IDX reader: IdxClassificationDataset
-//               benchhost/data/pipeline.hpp       the DataLoader, with a Sampler sharded by rank
+//               benchhost/data/pipeline.hpp       training_loader / evaluation_loader: DataLoaders sharded by rank
 //               benchhost/data/synthetic.hpp      same-shaped random batches for --synthetic
 //   model       benchhost/nn/layers.hpp           Linear layers with explicit backward passes
 //   loss        benchhost/nn/ops.hpp              softmax cross-entropy, forward and backward
@@ -153,48 +153,36 @@ std::shared_ptr<const data::Dataset> open_idx_pair(const std::string& dir, const
   return ds;
 }
 
-// Shuffled training batches of this rank's shard. Every rank must take the same number of steps
-// (each step's gradient reduction is a collective), so the sampler drops the tail that does not
-// divide among the ranks and the loader drops the last incomplete batch.
+// The run's loaders (data/pipeline.hpp, Note [Training and evaluation loaders]). Training: shuffled
+// batches of this rank's shard, from one global order per epoch (the seed is the same on every
+// rank); every rank must take the same number of steps (each step's gradient reduction is a
+// collective), so the tail that does not divide among the ranks and the last incomplete batch are
+// dropped. Evaluation: the test set in order, each rank taking its share; uneven shares are fine,
+// because the evaluation's only collective comes after every rank has seen all of its batches.
+data::RunLoaderOptions loader_options(const benchhost::RunContext& ctx, int threads) {
+  data::RunLoaderOptions o;
+  o.rank = ctx.rank;
+  o.world_size = ctx.world_size;
+  o.seed = ctx.seed;
+  o.num_threads = threads;
+  o.device = ctx.device;
+  return o;
+}
+
 std::unique_ptr<data::DataLoader> training_loader(std::shared_ptr<const data::Dataset> train,
                                                   const benchhost::RunContext& ctx, std::int64_t batch_size,
                                                   int threads) {
-  data::SamplerOptions so;
-  so.dataset_size = train->size();
-  so.rank = ctx.rank;
-  so.world_size = ctx.world_size;
-  so.shuffle = true;
-  so.seed = ctx.seed;  // the same on every rank: one global order per epoch, then sharded
-  so.tail = data::TailPolicy::drop;
-  data::LoaderOptions lo;
-  lo.batch_size = batch_size;
-  lo.num_threads = threads;
-  lo.drop_last_batch = true;
-  lo.device = ctx.device;
-  lo.seed = ctx.seed;
-  auto loader = std::make_unique<data::DataLoader>(std::move(train), data::Sampler(so), lo);
+  const std::int64_t n = train->size();
+  auto loader = data::training_loader(std::move(train), batch_size, loader_options(ctx, threads));
   BH_CHECK_AS(InvalidArgument, loader->batches_per_epoch() > 0,
-              "classifier: {} training samples over {} ranks give no full batch of {}", so.dataset_size,
-              ctx.world_size, batch_size);
+              "classifier: {} training samples over {} ranks give no full batch of {}", n, ctx.world_size, batch_size);
   return loader;
 }
 
-// The test set in order, each rank taking its share: uneven shares are fine here, because the
-// evaluation's only collective comes after every rank has seen all of its batches.
 std::unique_ptr<data::DataLoader> evaluation_loader(std::shared_ptr<const data::Dataset> test,
                                                     const benchhost::RunContext& ctx, std::int64_t batch_size,
                                                     int threads) {
-  data::SamplerOptions so;
-  so.dataset_size = test->size();
-  so.rank = ctx.rank;
-  so.world_size = ctx.world_size;
-  so.shuffle = false;
-  so.tail = data::TailPolicy::uneven;
-  data::LoaderOptions lo;
-  lo.batch_size = batch_size;
-  lo.num_threads = threads;
-  lo.device = ctx.device;
-  return std::make_unique<data::DataLoader>(std::move(test), data::Sampler(so), lo);
+  return data::evaluation_loader(std::move(test), batch_size, loader_options(ctx, threads));
 }
 
 // ================================================================================================
