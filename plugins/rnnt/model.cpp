@@ -8,6 +8,7 @@
 #include "benchhost/error.hpp"
 #include "benchhost/nn/ops.hpp"
 #include "benchhost/nn/transducer.hpp"
+#include "benchhost/precision.hpp"
 
 namespace benchhost::rnnt {
 
@@ -51,8 +52,9 @@ std::int64_t lstm_params(std::int64_t in, std::int64_t hid, std::int64_t layers)
 
 // old * (1 - m) + new * m, m a 0/1 mask of the same shape (Note [RNN-T greedy decoding]).
 Tensor masked_merge(const Tensor& old_value, const Tensor& new_value, const Tensor& keep_old, const Tensor& take_new) {
-  Tensor out = nn::mul(old_value, keep_old);
-  nn::addcmul_(out, new_value, take_new);
+  // The masks (f32 0/1) in the values' type: the joint's g is in the policy's storage type.
+  Tensor out = nn::mul(old_value, nn::cast(keep_old, old_value.dtype()));
+  nn::addcmul_(out, new_value, nn::cast(take_new, new_value.dtype()));
   return out;
 }
 
@@ -96,7 +98,8 @@ Tensor Rnnt::forward(const Tensor& x, const Tensor& labels) {
   frames_stacked_ = enc.size(0);
   const Tensor f = joint_enc_->forward(nn::permute_copy(enc, {1, 0, 2}));  // [B, T', J]
   // Prediction network: zero SOS then the embedded labels, time-major.
-  Tensor emb = Tensor::zeros({b, 1, config_.pred_n_hid}, DType::f32, x.device());
+  const DType emb_type = precision().storage_dtype(benchhost::OpClass::embedding);
+  Tensor emb = Tensor::zeros({b, 1, config_.pred_n_hid}, emb_type, x.device());
   if (labels_ > 0) emb = nn::concat({emb, embed_->forward(labels)}, 1);
   const Tensor dec = dec_rnn_->forward(nn::permute_copy(emb, {1, 0, 2}));   // [U+1, B, P]
   const Tensor g = joint_pred_->forward(nn::permute_copy(dec, {1, 0, 2}));  // [B, U+1, J]

@@ -46,6 +46,14 @@
 /// max_symbols symbols (the reference's max_symbol_per_sample, here an inclusive cap) and at its
 /// own length.
 ///
+/// Note [RNN-T precision]
+/// The model follows the policy of set_precision(): under bf16/fp16 the joint's Linear layers
+/// (joint_enc, joint_pred, the classifier) store their outputs in the half type and the embedding
+/// its rows (the zero SOS row too), while nn::LSTM, the joint's broadcast add and the transducer
+/// loss compute in f32 (the registry's promotion; the reference's apex AMP runs the cuDNN LSTMs
+/// in fp16, the step left for a GPU session). Master weights and gradients are f32; the
+/// workload seeds backward with the fp16 loss scale and unscales before the global-norm clip.
+///
 /// Ownership: the model owns its layers and keeps the activations of the last training forward
 /// for the backward. Threading: one training thread.
 

@@ -185,7 +185,7 @@ WorkloadInfo RnntWorkload::describe() {
   i.metric_target = 0.058;
   i.higher_is_better = false;
   i.devices = {"cpu", "cuda"};
-  i.precisions = {"fp32", "tf32"};
+  i.precisions = {"fp32", "tf32", "bf16", "fp16"};
   i.modes = {"ttt", "train", "infer"};
   i.options = option_specs();
   i.configs = {"mlperf.conf", "mini.conf"};
@@ -195,12 +195,10 @@ WorkloadInfo RnntWorkload::describe() {
 }
 
 std::string RnntWorkload::check_support(const RunContext& ctx) {
-  const Precision p = parse_precision(ctx.precision);
-  if (p != Precision::fp32 && p != Precision::tf32)
-    return fmt::format("rnnt: precision {} is not supported yet (the LSTMs and the transducer loss compute in f32); run fp32 or tf32",
-                       ctx.precision);
   const std::string why = PrecisionPolicy::layers_support(ctx.precision, ctx.device);
   if (!why.empty()) return "rnnt: " + why;
+  if (parse_precision(ctx.precision) == Precision::fp8)
+    return "rnnt: precision fp8 drives Linear layers only and RNN-T's work is in its LSTMs; run bf16";
   return {};
 }
 
@@ -229,6 +227,7 @@ RunInfo RnntWorkload::setup(const RunContext& ctx) {
   if (ctx.num_threads > 0) set_num_threads(ctx.num_threads);
   const std::string why = check_support(ctx);
   if (!why.empty()) BH_THROW(Unsupported, "{}", why);
+  precision_ = TrainingPrecision(ctx.precision, ctx.device);
   batch_size_ = ctx.batch_size > 0 ? ctx.batch_size : ctx.options.get_int("batch-size");
   const std::int64_t accum = ctx.options.get_int("grad-accumulation");
   BH_CHECK_AS(InvalidArgument, batch_size_ % accum == 0, "rnnt: the per-rank batch {} is not a multiple of rnnt.grad-accumulation {}",
@@ -251,6 +250,7 @@ void RnntWorkload::build_model(std::int64_t vocab_size) {
   if (const std::string w = o.get_string("init-weights"); !w.empty()) nn::load_weights(*model_, w);
   if (const std::string w = o.get_string("save-initial-weights"); !w.empty()) nn::save_weights(*model_, w);
   model_->to(ctx_.device);
+  model_->set_precision(precision_.policy());  // Note [RNN-T precision] (model.hpp)
   // The reference's FusedLAMB decays every parameter, biases included (train.py builds one group).
   for (nn::Parameter* p : model_->parameters()) p->weight_decay = true;
 }
@@ -378,7 +378,8 @@ double RnntWorkload::loss_and_gradients(const ModelBatch& b, double scale) {
   nn::TransducerLossSpec spec;
   spec.blank = model_->config().blank();
   const Tensor loss = nn::transducer_loss_forward(logits, b.labels, b.frame_lengths, b.label_lengths, spec, &saved);
-  model_->backward(nn::transducer_loss_backward(saved, static_cast<float>(scale)));
+  // Seeded with the loss scale under fp16 (TrainingPrecision).
+  model_->backward(nn::transducer_loss_backward(saved, static_cast<float>(scale) * precision_.loss_scale()));
   return loss.to(Device::cpu()).item({0}) * scale;
 }
 
@@ -398,6 +399,7 @@ void RnntWorkload::prepare_batch() {
 }
 
 StepResult RnntWorkload::train_step() {
+  const auto math = precision_.policy().math_scope();
   if (!batch_) prepare_batch();
   const data::Batch batch = std::move(*batch_);
   batch_.reset();
@@ -409,20 +411,26 @@ StepResult RnntWorkload::train_step() {
     loss += loss_and_gradients(to_model_batch(batch, begin, end), 1.0 / static_cast<double>(accum));
   }
   if (data_parallel_) data_parallel_->finish();
+  // Under fp16 the gradients are unscaled (and checked) before the clip sees their norm.
+  const bool apply = precision_.unscale_and_check(optimizer_->parameters());
   const float clip = static_cast<float>(ctx_.options.get_float("clip-norm"));
-  const float norm = clip > 0 ? optim::clip_grad_norm(optimizer_->parameters(), clip) : 0.0f;
-  if (std::isfinite(norm) && std::isfinite(loss)) {
+  const float norm = apply && clip > 0 ? optim::clip_grad_norm(optimizer_->parameters(), clip) : 0.0f;
+  if (apply && std::isfinite(norm) && std::isfinite(loss)) {
     optimizer_->step(*schedule_);
     if (ema_) ema_->update();
   }
   optimizer_->zero_grad();
   ++step_;
-  return {b, loss};
+  StepResult r{b, loss};
+  r.loss_scale = precision_.step_loss_scale();
+  r.update_skipped = precision_.update_skipped();
+  return r;
 }
 
 EvalResult RnntWorkload::evaluate() {
   BH_CHECK_AS(InvalidArgument, data_.eval != nullptr, "rnnt: no evaluation set (synthetic data has none); use rnnt.data-dir for ttt");
   const Options& o = ctx_.options;
+  const auto math = precision_.policy().math_scope();
   std::optional<optim::EmaSwapGuard> ema_weights;
   if (ema_) ema_weights.emplace(*ema_);
   model_->train(false);
@@ -446,6 +454,7 @@ EvalResult RnntWorkload::evaluate() {
 }
 
 StepResult RnntWorkload::infer_step() {
+  const auto math = precision_.policy().math_scope();
   if (!infer_batch_) {
     prepare_batch();
     infer_batch_ = std::move(*batch_);

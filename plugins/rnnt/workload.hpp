@@ -29,6 +29,7 @@
 #include "benchhost/optim/ema.hpp"
 #include "benchhost/optim/optimizer.hpp"
 #include "benchhost/optim/schedule.hpp"
+#include "benchhost/precision.hpp"
 #include "benchhost/workload.hpp"
 #include "data.hpp"
 #include "model.hpp"
@@ -103,6 +104,7 @@ class RnntWorkload final : public Workload {
   RunInfo run_info() const;
 
   RunContext ctx_;
+  TrainingPrecision precision_;
   std::unique_ptr<Rnnt> model_;
   std::unique_ptr<optim::Lamb> optimizer_;
   std::unique_ptr<optim::Schedule> schedule_;

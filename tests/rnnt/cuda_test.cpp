@@ -88,4 +88,42 @@ TEST(RnntCuda, TrainStepsAndDecodingMatchCpu) {
   std::printf("losses cpu %.6f gpu %.6f (last step); largest weight difference %.2e\n", cpu.losses.back(), gpu.losses.back(), worst);
 }
 
+// Every precision the workload declares trains on the device through the workload (synthetic
+// batches): finite losses, fp16's loss scale, the joint's logits in the storage type, decoding.
+class RnntCudaPrecision : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RnntCudaPrecision, TrainStepsRunOnTheDevice) {
+  std::string why;
+  if (!device_available(Device::cuda(0), &why)) GTEST_SKIP() << "no CUDA device: " << why;
+  RunContext ctx;
+  ctx.mode = "train";
+  ctx.device = Device::cuda(0);
+  ctx.precision = GetParam();
+  ctx.seed = 5;
+  ctx.num_threads = 2;
+  ctx.synthetic_data = true;
+  ctx.options = declared_options<RnntWorkload>(
+      {{"vocab-size", "11"}, {"n-mels", "4"}, {"frame-splicing", "3"}, {"enc-n-hid", "16"}, {"enc-pre-rnn-layers", "2"},
+       {"enc-post-rnn-layers", "2"}, {"pred-n-hid", "8"}, {"pred-rnn-layers", "2"}, {"joint-n-hid", "12"},
+       {"batch-size", "3"}, {"grad-accumulation", "1"}, {"synthetic-frames", "9"}, {"synthetic-labels", "4"}});
+  RnntWorkload w;
+  w.setup(ctx);
+  for (int s = 0; s < 3; ++s) {
+    w.prepare_batch();
+    const StepResult r = w.train_step();
+    EXPECT_TRUE(std::isfinite(r.loss)) << "step " << s;
+    if (GetParam() == "fp16") EXPECT_GT(r.loss_scale, 1.0);
+  }
+  const DType storage = GetParam() == "bf16" ? DType::bf16 : GetParam() == "fp16" ? DType::f16 : DType::f32;
+  w.model().train(false);
+  const Tensor x = Tensor::zeros({9, 2, w.model().config().in_features}).to(Device::cuda(0));
+  const Tensor labels = Tensor::from_vector_i32({1, 2, 3, 4}, {2, 2}).to(Device::cuda(0));
+  EXPECT_EQ(w.model().forward(x, labels).dtype(), storage);
+  EXPECT_EQ(w.model().greedy_decode(x, {9, 5}, 30, 300).size(), 2u);
+  w.teardown();
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, RnntCudaPrecision, ::testing::Values("fp32", "tf32", "bf16", "fp16"),
+                         [](const auto& i) { return i.param; });
+
 }  // namespace

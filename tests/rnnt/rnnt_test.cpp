@@ -197,3 +197,95 @@ TEST(RnntMetric, EmptyHypothesisScoresOne) {
 }
 
 }  // namespace
+
+namespace {
+
+// Note [RNN-T precision]: under bf16 and fp16 the joint's Linear layers and the embedding store the
+// half type (the LSTMs and the transducer loss compute in f32, as the policy's promotion does), so
+// the loss and gradients of one batch are fp32's within half-precision rounding; fp16 seeds
+// backward with its loss scale and unscales before the clip; training steps and greedy decoding run.
+RunContext precision_context(const std::string& precision) {
+  RunContext ctx;
+  ctx.mode = "train";
+  ctx.device = Device::cpu();
+  ctx.precision = precision;
+  ctx.seed = 5;
+  ctx.num_threads = 2;
+  ctx.synthetic_data = true;
+  ctx.options = declared_options<RnntWorkload>(
+      {{"vocab-size", "11"}, {"n-mels", "4"}, {"frame-splicing", "3"}, {"enc-n-hid", "16"}, {"enc-pre-rnn-layers", "2"},
+       {"enc-post-rnn-layers", "2"}, {"pred-n-hid", "8"}, {"pred-rnn-layers", "2"}, {"joint-n-hid", "12"},
+       {"enc-dropout", "0"}, {"pred-dropout", "0"}, {"joint-dropout", "0"}, {"batch-size", "3"}, {"grad-accumulation", "1"},
+       {"synthetic-frames", "9"}, {"synthetic-labels", "4"}});
+  return ctx;
+}
+
+ModelBatch precision_batch(std::int64_t in_features) {
+  ModelBatch batch;
+  batch.features = random_tensor({9, 3, in_features}, 17);
+  batch.labels = Tensor::from_vector_i32({1, 7, 3, 10, 2, 0, 0, 0, 9, 9, 0, 0}, {3, 4});
+  batch.feature_lengths = {9, 6, 4};
+  batch.frame_lengths = Tensor::from_vector_i32({5, 3, 2}, {3});
+  batch.label_lengths = Tensor::from_vector_i32({4, 1, 2}, {3});
+  return batch;
+}
+
+class RnntPrecision : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RnntPrecision, HalfTypesTrainLikeFp32) {
+  RnntWorkload full, half;
+  full.setup(precision_context("fp32"));
+  half.setup(precision_context(GetParam()));
+  const ModelBatch batch = precision_batch(full.model().config().in_features);
+  // The reference initialisation leaves the logits near 1e-5, where every precision's loss is
+  // log(V) per step; larger weights (the same in both) give logits of order one.
+  for (RnntWorkload* w : {&full, &half})
+    for (nn::Parameter* p : w->model().parameters())
+      for (std::int64_t k = 0; k < p->value.numel(); ++k) p->value.data<float>()[k] *= 6.0f;
+  full.model().zero_grad();
+  half.model().zero_grad();
+  const double want = full.loss_and_gradients(batch), got = half.loss_and_gradients(batch);
+  EXPECT_NEAR(got, want, 0.02 * std::fabs(want)) << GetParam();
+  EXPECT_NE(got, want) << "the half-precision run computed in f32 throughout";
+  std::printf("loss fp32 %.6f, %s %.6f\n", want, GetParam().c_str(), got);
+  // The gradients point the same way (fp16's carry the loss scale: compare directions).
+  const std::vector<nn::Parameter*> a = full.model().parameters(), b = half.model().parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const std::vector<float> x = a[i]->grad.to_float_vector(), y = b[i]->grad.to_float_vector();
+    double dot = 0, nx = 0, ny = 0;
+    for (std::size_t k = 0; k < x.size(); ++k) dot += double(x[k]) * y[k], nx += double(x[k]) * x[k], ny += double(y[k]) * y[k];
+    if (nx == 0) continue;
+    EXPECT_GT(dot / std::sqrt(nx * ny), 0.99) << a[i]->name << " in " << GetParam();
+  }
+  // The joint's logits are in the storage type.
+  half.model().train(false);
+  const DType storage = GetParam() == "bf16" ? DType::bf16 : DType::f16;
+  EXPECT_EQ(half.model().forward(batch.features, batch.labels).dtype(), storage);
+  half.model().train(true);
+  half.model().zero_grad();
+  for (int s = 0; s < 4; ++s) {
+    half.prepare_batch();
+    const StepResult r = half.train_step();
+    ASSERT_TRUE(std::isfinite(r.loss)) << "step " << s;
+    if (GetParam() == "fp16") {
+      EXPECT_GT(r.loss_scale, 1.0);
+    } else {
+      EXPECT_EQ(r.loss_scale, 0.0);
+    }
+  }
+  half.model().train(false);
+  const auto decoded = half.model().greedy_decode(batch.features, batch.feature_lengths, 30, 300);
+  EXPECT_EQ(decoded.size(), 3u);
+  full.teardown();
+  half.teardown();
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, RnntPrecision, ::testing::Values("bf16", "fp16"), [](const auto& i) { return i.param; });
+
+TEST(RnntWorkload, RefusesFp8SayingWhy) {
+  EXPECT_NE(RnntWorkload::check_support(precision_context("fp8")).find("run bf16"), std::string::npos);
+  EXPECT_EQ(RnntWorkload::check_support(precision_context("bf16")), "");
+}
+
+}  // namespace
