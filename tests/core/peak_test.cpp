@@ -66,6 +66,11 @@ TEST(Peak, CacheIsReusedAndRefreshMeasuresAgain) {
   EXPECT_EQ(peak_measurements_taken(), before + 1);
   EXPECT_FALSE(first.from_cache);
   ASSERT_TRUE(std::filesystem::exists(cache));
+  if (first.load && first.load->busy) {  // a loaded machine: make the entry a quiet one (a busy one is re-measured)
+    nlohmann::json j = nlohmann::json::parse(bhtest::read_file(cache));
+    j["entries"][peak_cache_key(r)]["machine_load"]["busy"] = false;
+    std::ofstream(cache) << j.dump();
+  }
   const PeakMeasurement second = calibrated_peak(r, CalibrateMode::auto_, cache, &warnings);
   EXPECT_EQ(peak_measurements_taken(), before + 1) << "a cached peak was measured again";
   EXPECT_TRUE(second.from_cache);
@@ -226,8 +231,16 @@ TEST(Peak, TrainReportCarriesMeasuredAndDatasheetMfuWithSources) {
   EXPECT_NE(csv.find("no datasheet peak for this CPU"), std::string::npos) << csv;
 
   const auto [cached, console2] = record("", "cached");
-  EXPECT_EQ(cached["peak_tflops"], first["peak_tflops"]);
-  EXPECT_NE(cached["peak_source"].get<std::string>().find("(cached)"), std::string::npos) << cached.dump(2);
+  if (source.find("busy meanwhile") == std::string::npos) {
+    EXPECT_EQ(cached["peak_tflops"], first["peak_tflops"]);
+    EXPECT_NE(cached["peak_source"].get<std::string>().find("(cached)"), std::string::npos) << cached.dump(2);
+  } else {
+    // Calibrated on a busy machine (a test suite beside it): the second run measures again
+    // (Note [Peak cache]) and the cache holds what that run used.
+    const auto entries = nlohmann::json::parse(bhtest::read_file(tmp.path / "cache" / "benchhost" / "peak.json"))["entries"];
+    ASSERT_EQ(entries.size(), 1u);
+    EXPECT_DOUBLE_EQ(entries.begin().value()["tflops"].get<double>(), cached["peak_tflops"].get<double>());
+  }
 
   const auto [given, console3] = record("--peak-tflops 2", "given");
   EXPECT_EQ(given["peak_tflops"], 2.0);

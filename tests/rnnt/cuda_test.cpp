@@ -13,6 +13,7 @@
 #include "benchhost/optim/ema.hpp"
 #include "benchhost/optim/optimizer.hpp"
 #include "benchhost/random.hpp"
+#include "small_rnnt.hpp"
 #include "workload.hpp"
 
 namespace {
@@ -95,19 +96,8 @@ class RnntCudaPrecision : public ::testing::TestWithParam<std::string> {};
 TEST_P(RnntCudaPrecision, TrainStepsRunOnTheDevice) {
   std::string why;
   if (!device_available(Device::cuda(0), &why)) GTEST_SKIP() << "no CUDA device: " << why;
-  RunContext ctx;
-  ctx.mode = "train";
-  ctx.device = Device::cuda(0);
-  ctx.precision = GetParam();
-  ctx.seed = 5;
-  ctx.num_threads = 2;
-  ctx.synthetic_data = true;
-  ctx.options = declared_options<RnntWorkload>(
-      {{"vocab-size", "11"}, {"n-mels", "4"}, {"frame-splicing", "3"}, {"enc-n-hid", "16"}, {"enc-pre-rnn-layers", "2"},
-       {"enc-post-rnn-layers", "2"}, {"pred-n-hid", "8"}, {"pred-rnn-layers", "2"}, {"joint-n-hid", "12"},
-       {"batch-size", "3"}, {"grad-accumulation", "1"}, {"synthetic-frames", "9"}, {"synthetic-labels", "4"}});
   RnntWorkload w;
-  w.setup(ctx);
+  w.setup(test::small_context(GetParam(), Device::cuda(0)));
   for (int s = 0; s < 3; ++s) {
     w.prepare_batch();
     const StepResult r = w.train_step();

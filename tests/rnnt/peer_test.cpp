@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "benchhost/random.hpp"
+#include "small_rnnt.hpp"
 #include "workload.hpp"
 
 namespace {
@@ -48,21 +49,7 @@ struct PeerDir {
 };
 
 // Small sizes through the workload's own loss path (synthetic data, dropout off).
-RunContext peer_context() {
-  RunContext ctx;
-  ctx.mode = "train";
-  ctx.device = Device::cpu();
-  ctx.precision = "fp32";
-  ctx.seed = 5;
-  ctx.num_threads = 2;
-  ctx.synthetic_data = true;
-  ctx.options = declared_options<RnntWorkload>(
-      {{"vocab-size", "11"}, {"n-mels", "4"}, {"frame-splicing", "3"}, {"enc-n-hid", "16"}, {"enc-pre-rnn-layers", "2"},
-       {"enc-post-rnn-layers", "2"}, {"pred-n-hid", "8"}, {"pred-rnn-layers", "2"}, {"joint-n-hid", "12"},
-       {"enc-dropout", "0"}, {"pred-dropout", "0"}, {"joint-dropout", "0"}, {"batch-size", "3"}, {"grad-accumulation", "1"},
-       {"synthetic-frames", "9"}, {"synthetic-labels", "4"}});
-  return ctx;
-}
+RunContext peer_context() { return test::small_context(); }
 
 TEST(RnntPeer, TrainStepLossAndGradientsMatchTorch) {
   if (!have_torchaudio()) GTEST_SKIP() << "/usr/bin/python3 has no torch/torchaudio: the PyTorch cross-check did not run";

@@ -12,6 +12,7 @@
 #include "benchhost/nn/transducer.hpp"
 #include "benchhost/random.hpp"
 #include "common/shipped_configs.hpp"
+#include "small_rnnt.hpp"
 #include "workload.hpp"
 
 namespace {
@@ -204,21 +205,7 @@ namespace {
 // half type (the LSTMs and the transducer loss compute in f32, as the policy's promotion does), so
 // the loss and gradients of one batch are fp32's within half-precision rounding; fp16 seeds
 // backward with its loss scale and unscales before the clip; training steps and greedy decoding run.
-RunContext precision_context(const std::string& precision) {
-  RunContext ctx;
-  ctx.mode = "train";
-  ctx.device = Device::cpu();
-  ctx.precision = precision;
-  ctx.seed = 5;
-  ctx.num_threads = 2;
-  ctx.synthetic_data = true;
-  ctx.options = declared_options<RnntWorkload>(
-      {{"vocab-size", "11"}, {"n-mels", "4"}, {"frame-splicing", "3"}, {"enc-n-hid", "16"}, {"enc-pre-rnn-layers", "2"},
-       {"enc-post-rnn-layers", "2"}, {"pred-n-hid", "8"}, {"pred-rnn-layers", "2"}, {"joint-n-hid", "12"},
-       {"enc-dropout", "0"}, {"pred-dropout", "0"}, {"joint-dropout", "0"}, {"batch-size", "3"}, {"grad-accumulation", "1"},
-       {"synthetic-frames", "9"}, {"synthetic-labels", "4"}});
-  return ctx;
-}
+RunContext precision_context(const std::string& precision) { return test::small_context(precision); }
 
 ModelBatch precision_batch(std::int64_t in_features) {
   ModelBatch batch;
