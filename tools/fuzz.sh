@@ -8,6 +8,9 @@
 #   bash tools/fuzz.sh                         # all harnesses, 10M executions each
 #   RUNS=100000 FUZZERS="npy image" bash tools/fuzz.sh
 #   MAX_TIME=3600 JOBS=2 bash tools/fuzz.sh    # stop each fuzzer after an hour even short of RUNS
+# Each fuzzer's working corpus is kept in $CORPUS_DIR/<name> (default build-fuzz/corpus), so a
+# campaign split over several runs goes on from what the earlier runs found instead of starting
+# again from the seeds; CORPUS_DIR=none starts from the seeds in a scratch directory.
 # Needs clang and libclang-rt (Debian's clang and libclang-rt-dev; installed here when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,9 +25,10 @@ if ((${#missing[@]})); then
 fi
 build=${BUILD_DIR:-build-fuzz}
 runs=${RUNS:-10000000}
-fuzzers=${FUZZERS:-"npy idx image audio manifest text datasets coco librispeech cli"}
+fuzzers=${FUZZERS:-"npy idx image audio manifest text datasets hdf5 coco librispeech cli"}
 jobs=${JOBS:-$(nproc)}
 max_time=${MAX_TIME:-0}
+corpus_root=${CORPUS_DIR:-$build/corpus}
 flags="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1"
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   # CMake takes the first configure's compilers and flags from the environment.
@@ -37,26 +41,30 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
 fi
 out=${OUT_DIR:-results/fuzz/$(date -u +%F)}
 mkdir -p "$out"
-{ date -u; uname -a; clang --version | head -n 1; echo "commit: $(git rev-parse --short HEAD 2>/dev/null)"; echo "runs per fuzzer: $runs"; echo "time limit per fuzzer: ${max_time}s (0: none)"; echo "parallel fuzzers: $jobs"; } > "$out/environment.txt"
+{ date -u; uname -a; clang --version | head -n 1; echo "commit: $(git rev-parse --short HEAD 2>/dev/null)"; echo "runs per fuzzer: $runs"; echo "time limit per fuzzer: ${max_time}s (0: none)"; echo "parallel fuzzers: $jobs"; echo "corpora: $corpus_root"; } > "$out/environment.txt"
 export ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=0"  # leaks: see tools/sanitize.sh
 : > "$out/summary.txt"
 status=0
 run_one() {
-  local f=$1 corpus
-  corpus=$(mktemp -d)
-  "$build/bin/fuzz_smoke_$f" --write-seeds "$corpus/seeds" > /dev/null
-  mkdir -p "$corpus/work"
+  local f=$1 seeds work
+  seeds=$(mktemp -d)
+  "$build/bin/fuzz_smoke_$f" --write-seeds "$seeds/seeds" > /dev/null
+  if [ "$corpus_root" = none ]; then work="$seeds/work"; else work="$corpus_root/$f"; fi
+  mkdir -p "$work"
+  work=$(realpath "$work")
+  local before
+  before=$(ls "$work" | wc -l)
   mkdir -p "$out/$f"
   local rc=0
   # One process, no forking: the counts below are this fuzzer's alone. 2 GiB RSS and 20 s per input
   # are findings (a reader that allocates what the input's size cannot justify, or hangs).
   (cd "$out/$f" && "$OLDPWD/$build/bin/fuzz_$f" -runs="$runs" -max_total_time="$max_time" -rss_limit_mb=2048 -timeout=20 -max_len=262144 \
-     -print_final_stats=1 "$corpus/work" "$corpus/seeds") > "$out/$f.log" 2>&1 || rc=$?
+     -print_final_stats=1 "$work" "$seeds/seeds") > "$out/$f.log" 2>&1 || rc=$?
   local execs
   execs=$(grep -m1 -o 'stat::number_of_executed_units: [0-9]*' "$out/$f.log" | awk '{print $2}')
-  echo "$f: ${execs:-?} executions, exit $rc, $(ls "$out/$f" | grep -cE '^(crash|leak|oom|timeout)-' || true) finding file(s), corpus $(ls "$corpus/work" | wc -l) inputs" \
+  echo "$f: ${execs:-?} executions, exit $rc, $(ls "$out/$f" | grep -cE '^(crash|leak|oom|timeout)-' || true) finding file(s), corpus $before -> $(ls "$work" | wc -l) inputs" \
     >> "$out/summary.txt"
-  rm -rf "$corpus"
+  rm -rf "$seeds"
   return $rc
 }
 active=0

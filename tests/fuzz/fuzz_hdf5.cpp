@@ -1,0 +1,32 @@
+// BERT's MLPerf HDF5 shards (datasets/text/bert_hdf5.cpp): the sizes each dataset declares held
+// against the bytes the file stores, then the read itself, which runs first in a forked child
+// (Note [HDF5 files read twice]) so that a file crashing libhdf5 is a DataError. The fork makes
+// this harness slow per input, hence its own binary apart from fuzz_datasets.
+#include "fuzz.hpp"
+#include "text/bert_hdf5.hpp"
+
+namespace bh_fuzz {
+std::vector<Bytes> seeds() {
+  benchhost::text::BertSamples s;
+  s.seq_len = 8;
+  s.max_predictions = 2;
+  for (int r = 0; r < 2; ++r) {
+    s.input_ids.insert(s.input_ids.end(), {2, 7, 8, 3, 9, 10, 3, 0});
+    s.segment_ids.insert(s.segment_ids.end(), {0, 0, 0, 0, 1, 1, 1, 0});
+    s.input_mask.insert(s.input_mask.end(), {1, 1, 1, 1, 1, 1, 1, 0});
+    s.masked_lm_positions.insert(s.masked_lm_positions.end(), {1, 5});
+    s.masked_lm_ids.insert(s.masked_lm_ids.end(), {7, 10});
+    s.next_sentence_labels.push_back(r);
+    ++s.count;
+  }
+  const std::string h5 = write_scratch("seed.hdf5", {});
+  benchhost::text::write_bert_hdf5(h5, s);
+  return {read_bytes(h5)};
+}
+}  // namespace bh_fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string path = bh_fuzz::write_scratch("fuzz.hdf5", {data, size});
+  bh_fuzz::refused_or_read([&] { benchhost::text::read_bert_hdf5(path, 16); });
+  return 0;
+}
