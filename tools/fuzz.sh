@@ -55,14 +55,25 @@ run_one() {
   local before
   before=$(ls "$work" | wc -l)
   mkdir -p "$out/$f"
-  local rc=0
+  local rc=0 asan=$ASAN_OPTIONS
+  # fuzz_hdf5 forks for every input (Note [HDF5 files read twice]), and the fork copies the page
+  # tables of all the memory ASan's quarantine of freed blocks holds (256 MB by default): 16 MB
+  # makes it about 1.7x faster.
+  [ "$f" = hdf5 ] && asan="$asan:quarantine_size_mb=16"
   # One process, no forking: the counts below are this fuzzer's alone. 2 GiB RSS and 20 s per input
   # are findings (a reader that allocates what the input's size cannot justify, or hangs).
-  (cd "$out/$f" && "$OLDPWD/$build/bin/fuzz_$f" -runs="$runs" -max_total_time="$max_time" -rss_limit_mb=2048 -timeout=20 -max_len=262144 \
+  (cd "$out/$f" && ASAN_OPTIONS=$asan "$OLDPWD/$build/bin/fuzz_$f" -runs="$runs" -max_total_time="$max_time" -rss_limit_mb=2048 -timeout=20 -max_len=262144 \
      -print_final_stats=1 "$work" "$seeds/seeds") > "$out/$f.log" 2>&1 || rc=$?
   local execs
-  execs=$(grep -m1 -o 'stat::number_of_executed_units: [0-9]*' "$out/$f.log" | awk '{print $2}')
-  echo "$f: ${execs:-?} executions, exit $rc, $(ls "$out/$f" | grep -cE '^(crash|leak|oom|timeout)-' || true) finding file(s), corpus $before -> $(ls "$work" | wc -l) inputs" \
+  # The last: the fuzzer's own figure comes when it ends.
+  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$out/$f.log" | tail -n 1 | awk '{print $2}')
+  local files what="finding file(s)"
+  files=$(ls "$out/$f" | grep -cE '^(crash|leak|oom|timeout)-' || true)
+  # A finding ends the fuzzer with a nonzero status. Files left by a run that exited 0 were written
+  # by a forked child that libFuzzer's hooks followed (fuzz_hdf5: a libhdf5 allocation over the
+  # limit in the child, which the parent reports as a DataError): look at them, they are not ours.
+  [ "$rc" = 0 ] && [ "$files" != 0 ] && what="file(s) from forked children, not findings (the fuzzer went on)"
+  echo "$f: ${execs:-?} executions, exit $rc, $files $what, corpus $before -> $(ls "$work" | wc -l) inputs" \
     >> "$out/summary.txt"
   rm -rf "$seeds"
   return $rc
