@@ -101,6 +101,24 @@ TEST(Npy, HandMadeMalformedFiles) {
   EXPECT_DATA_ERROR(parse_npy(std::vector<std::uint8_t>{0x93, 'N', 'U', 'M', 'P', 'Y', 9, 0, 0, 0}, "v9"), "version 9");
 }
 
+// Found by fuzz_datasets (a KiTS19 volume): a zero dimension hid the overflow of the others in the
+// header check, and mapping the file overflowed the strides.
+TEST(Npy, DimensionsPastAZeroOneThatOverflowAreADataError) {
+  TempDir dir;
+  const std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 5888088888808888, 8888, 1), }";
+  std::vector<std::uint8_t> bytes = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<std::uint8_t>(dict.size() + 1), 0};
+  bytes.insert(bytes.end(), dict.begin(), dict.end());
+  bytes.push_back('\n');
+  const std::string path = dir.file("zero_then_huge.npy");
+  bh_data_test::write_bytes(path, bytes);
+  EXPECT_DATA_ERROR(parse_npy(bytes, "zero_then_huge.npy"), "overflows");
+  EXPECT_DATA_ERROR(read_npy(path), "zero_then_huge.npy");
+  EXPECT_DATA_ERROR(map_npy(path), "zero_then_huge.npy");
+  // A zero dimension beside sane ones is an empty array, as numpy writes it.
+  const Tensor empty = parse_npy(encode_npy(Tensor::empty({0, 5, 3}, DType::f32)), "empty.npy");
+  EXPECT_EQ(empty.shape(), (Shape{0, 5, 3}));
+}
+
 TEST(Npz, RoundTripStoredAndDeflated) {
   TempDir dir;
   std::vector<std::pair<std::string, Tensor>> arrays = {

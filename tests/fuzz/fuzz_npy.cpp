@@ -1,4 +1,5 @@
-// .npy and .npz images (sdk/src/data/npy.cpp): parse_npy_header, parse_npy, npz_members, parse_npz.
+// .npy and .npz images (sdk/src/data/npy.cpp): parse_npy_header, parse_npy, map_npy, npz_members,
+// parse_npz.
 #include "benchhost/data/npy.hpp"
 #include "fuzz.hpp"
 
@@ -24,6 +25,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace benchhost::data;
   const std::span<const std::uint8_t> in(data, size);
   bh_fuzz::refused_or_read([&] { parse_npy(in, "fuzz.npy"); });
+  // The mapped path (KiTS19 volumes, DLRM arrays): the tensor wraps the file's bytes, so every byte
+  // its shape covers is read back (past the mapping would be a SIGSEGV).
+  bh_fuzz::refused_or_read([&] {
+    const benchhost::Tensor t = map_npy(bh_fuzz::write_scratch("fuzz.npy", in));
+    const auto* p = static_cast<const std::uint8_t*>(t.raw_data());
+    std::uint8_t sum = 0;
+    for (std::size_t i = 0; i < t.nbytes(); ++i) sum = static_cast<std::uint8_t>(sum + p[i]);
+    static volatile std::uint8_t sink;
+    sink = sum;
+  });
   bh_fuzz::refused_or_read([&] {
     for (const NpzMember& m : npz_members(in, "fuzz.npz"))
       if (m.method == 0) parse_npy_header(in.subspan(m.data_offset, m.stored_bytes), m.name);

@@ -101,4 +101,8 @@ TEST(Tensor, ShapesWhoseSizeOrStridesOverflowAreRefused) {
   const Tensor t = Tensor::zeros({4, 6}, DType::f32);
   EXPECT_THROW(t.view({-1, std::int64_t{1} << 40, std::int64_t{1} << 40}), InvalidArgument);
   EXPECT_EQ(t.view({-1, 3}).shape(), (Shape{8, 3}));
+  // contiguous_strides on its own (readers that wrap a mapped file call it before any tensor
+  // checks the shape): found by fuzz_datasets through a .npy header.
+  EXPECT_THROW(contiguous_strides({0, 5888088888808888, 8888, 1}), InvalidArgument);
+  EXPECT_EQ(contiguous_strides({0, 1 << 20, 3}), (Shape{3 << 20, 3, 1}));
 }

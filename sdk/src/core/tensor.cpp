@@ -17,7 +17,9 @@ Shape contiguous_strides(const Shape& shape) {
   std::int64_t s = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
     st[i] = s;
-    s *= shape[i];
+    // Past a zero dimension too, so a shape of no elements can still overflow here.
+    BH_CHECK_AS(InvalidArgument, !__builtin_mul_overflow(s, shape[i], &s),
+                "shape {} has more elements than any memory holds", shape_str(shape));
   }
   return st;
 }

@@ -1,6 +1,7 @@
 // NumPy .npy / .npz reading, memory mapping and writing (format notes in npy.hpp).
 #include "benchhost/data/npy.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 
@@ -183,10 +184,15 @@ NpyHeader parse_npy_header(std::span<const std::uint8_t> bytes, const std::strin
     BH_THROW(DataError, "{}: Fortran-ordered arrays are not supported; save with "
              "numpy.ascontiguousarray(array)", name);
   h.data_offset = prefix + header_len;
-  std::uint64_t n = dtype_size(h.dtype);
+  // The dimensions past a zero one count too: a tensor's strides multiply through them (found by
+  // fuzz_datasets: shape (0, 5888088888808888, 8888, 1) overflowed contiguous_strides).
+  std::uint64_t n = dtype_size(h.dtype), nonzero = 1;
   for (auto d : h.shape) {
-    if (__builtin_mul_overflow(n, static_cast<std::uint64_t>(d), &n))
-      BH_THROW(DataError, "{}: .npy shape {} overflows", name, shape_str(h.shape));
+    if (__builtin_mul_overflow(n, static_cast<std::uint64_t>(d), &n) ||
+        __builtin_mul_overflow(nonzero, std::max<std::uint64_t>(static_cast<std::uint64_t>(d), 1), &nonzero) ||
+        nonzero > (std::uint64_t{1} << 56))
+      BH_THROW(DataError, "{}: .npy shape {} overflows (more elements than any memory holds)", name,
+               shape_str(h.shape));
   }
   h.data_bytes = n;
   const std::size_t available = bytes.size() - h.data_offset;
