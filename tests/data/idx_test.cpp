@@ -81,6 +81,14 @@ TEST(Idx, ClassificationDataset) {
   Tensor few = Tensor::empty({3}, DType::u8);
   write_idx(dir.file("few"), few, false);
   EXPECT_DATA_ERROR(IdxClassificationDataset(dir.file("img.gz"), dir.file("few")), "3 labels");
+  // Found by fuzz_idx: a label file of f64 holding 1.7e22 (its conversion to i64 was undefined).
+  Tensor real = Tensor::from_vector({1.0f, 2.0f, 1.7e22f, 0.0f}, {4});
+  write_idx(dir.file("real_labels"), real.to(DType::f64), false);
+  EXPECT_DATA_ERROR(IdxClassificationDataset(dir.file("img.gz"), dir.file("real_labels")), "integer IDX type");
+  EXPECT_DATA_ERROR(IdxClassificationDataset(dir.file("img.gz"), dir.file("real_labels")), "real_labels");
+  // Signed integer labels (i32 after reading) are accepted as before.
+  write_idx(dir.file("i32_labels"), labels.to(DType::i32), false);
+  EXPECT_EQ(IdxClassificationDataset(dir.file("img.gz"), dir.file("i32_labels")).get(1)["label"].item(), 2);
 }
 
 TEST(FashionMnist, DebianPackageLoadsWithExactCounts) {

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "benchhost/tensor.hpp"
 
 using namespace benchhost;
@@ -90,6 +92,26 @@ TEST(Allocator, CpuCachesLargeBlocks) {
   a.deallocate(p2, (8 << 20) - 1000);
   a.empty_cache();
   EXPECT_EQ(a.stats().reserved_bytes, a.stats().current_bytes);
+}
+
+// Found by fuzz_idx: converting 1.7e22 to i64 was undefined behaviour. Now NaN is 0 and values out
+// of range clamp to the integer type's ends.
+TEST(Tensor, FloatToIntegerConversionSaturates) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> in = {1.7e22, -1.7e22, nan, 3.7, -2.5, 300.0};
+  Tensor v = Tensor::empty({6}, DType::f64);
+  for (std::size_t i = 0; i < in.size(); ++i) v.data<double>()[i] = in[i];
+  const Tensor i64 = v.to(DType::i64), i32 = v.to(DType::i32), u8 = v.to(DType::u8);
+  const std::vector<std::int64_t> want64 = {std::numeric_limits<std::int64_t>::max(),
+                                            std::numeric_limits<std::int64_t>::min(), 0, 3, -2, 300};
+  const std::vector<std::int32_t> want32 = {std::numeric_limits<std::int32_t>::max(),
+                                            std::numeric_limits<std::int32_t>::min(), 0, 3, -2, 300};
+  const std::vector<std::uint8_t> want8 = {255, 0, 0, 3, 0, 255};
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ(i64.data<std::int64_t>()[i], want64[i]) << in[i];
+    EXPECT_EQ(i32.data<std::int32_t>()[i], want32[i]) << in[i];
+    EXPECT_EQ(u8.data<std::uint8_t>()[i], want8[i]) << in[i];
+  }
 }
 
 TEST(Tensor, ShapesWhoseSizeOrStridesOverflowAreRefused) {

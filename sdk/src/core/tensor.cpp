@@ -1,7 +1,9 @@
 #include "benchhost/tensor.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 namespace benchhost {
@@ -69,6 +71,16 @@ double load(const void* p, DType t) {
   return 0;
 }
 
+// A double to an integer type: NaN is 0 and values out of range clamp to the nearest end (a cast of
+// an out-of-range double is undefined behaviour; found by fuzz_idx through a label file).
+template <class I>
+I saturate(double v) {
+  if (std::isnan(v)) return 0;
+  if (v <= static_cast<double>(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
+  if (v >= static_cast<double>(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
+  return static_cast<I>(v);
+}
+
 void store(void* p, DType t, double v) {
   switch (t) {
     case DType::f32: *static_cast<float*>(p) = static_cast<float>(v); break;
@@ -77,9 +89,9 @@ void store(void* p, DType t, double v) {
     case DType::bf16: *static_cast<std::uint16_t*>(p) = float_to_bf16(static_cast<float>(v)); break;
     case DType::f8e4m3: *static_cast<std::uint8_t*>(p) = float_to_e4m3(static_cast<float>(v)); break;
     case DType::f8e5m2: *static_cast<std::uint8_t*>(p) = float_to_e5m2(static_cast<float>(v)); break;
-    case DType::i32: *static_cast<std::int32_t*>(p) = static_cast<std::int32_t>(v); break;
-    case DType::i64: *static_cast<std::int64_t*>(p) = static_cast<std::int64_t>(v); break;
-    case DType::u8: *static_cast<std::uint8_t*>(p) = static_cast<std::uint8_t>(v); break;
+    case DType::i32: *static_cast<std::int32_t*>(p) = saturate<std::int32_t>(v); break;
+    case DType::i64: *static_cast<std::int64_t*>(p) = saturate<std::int64_t>(v); break;
+    case DType::u8: *static_cast<std::uint8_t*>(p) = saturate<std::uint8_t>(v); break;
     case DType::boolean: *static_cast<bool*>(p) = v != 0; break;
   }
 }

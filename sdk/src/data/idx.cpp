@@ -155,6 +155,10 @@ IdxClassificationDataset::IdxClassificationDataset(const std::string& images_pat
              shape_str(images_.shape()));
   if (labels.dim() != 1)
     BH_THROW(DataError, "{}: expected labels [N], got {}", labels_path, shape_str(labels.shape()));
+  // Class numbers are integers (u8 in Fashion-MNIST); found by fuzz_idx: an f64 label of 1.7e22.
+  if (labels.dtype() != DType::u8 && labels.dtype() != DType::i32)
+    BH_THROW(DataError, "{}: labels must be an integer IDX type (u8, i8, i16 or i32), not {}", labels_path,
+             dtype_name(labels.dtype()));
   if (labels.size(0) != images_.size(0))
     BH_THROW(DataError, "{} has {} labels but {} has {} images", labels_path, labels.size(0), images_path,
              images_.size(0));
