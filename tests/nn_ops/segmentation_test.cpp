@@ -85,20 +85,27 @@ TEST(InstanceNorm3d, ForwardMatchesHandComputation) {
 }
 
 TEST(InstanceNorm3d, StatisticsStayAccurateOverALargeOffsetVolume) {
-  // 64^3 voxels per plane around 1000: a one-pass f32 E[x^2] - E[x]^2 would lose the variance.
+  // 64^3 voxels per plane around 1000: a one-pass f32 E[x^2] - E[x]^2 would lose the variance,
+  // and one f32 accumulator over a 4096-voxel chunk (the NDHWC loop, or any loop not vectorised)
+  // the mean's fourth decimal.
   const Tensor x = random_tensor({1, 2, 64, 64, 64}, 7, 999.0f, 1001.0f);
-  InstanceNormSaved saved;
-  InstanceNormSpec spec;
-  instance_norm3d_forward(x, Tensor::full({2}, 1.0), Tensor::zeros({2}), spec, saved);
   const std::int64_t S = 64 * 64 * 64;
-  for (std::int64_t c = 0; c < 2; ++c) {
-    double m = 0, v = 0;
-    for (std::int64_t s = 0; s < S; ++s) m += x.data<float>()[c * S + s];
-    m /= S;
-    for (std::int64_t s = 0; s < S; ++s) v += std::pow(x.data<float>()[c * S + s] - m, 2);
-    v /= S;
-    EXPECT_NEAR(saved.mean.data<float>()[c], m, 1e-4);
-    EXPECT_NEAR(saved.rstd.data<float>()[c], 1.0 / std::sqrt(v + 1e-5), 1e-5 / std::sqrt(v));
+  for (VolumeLayout layout : {VolumeLayout::ncdhw, VolumeLayout::ndhwc}) {
+    InstanceNormSaved saved;
+    InstanceNormSpec spec;
+    spec.layout = layout;
+    instance_norm3d_forward(layout == VolumeLayout::ndhwc ? to_ndhwc(x) : x, Tensor::full({2}, 1.0),
+                            Tensor::zeros({2}), spec, saved);
+    for (std::int64_t c = 0; c < 2; ++c) {
+      double m = 0, v = 0;
+      for (std::int64_t s = 0; s < S; ++s) m += x.data<float>()[c * S + s];
+      m /= S;
+      for (std::int64_t s = 0; s < S; ++s) v += std::pow(x.data<float>()[c * S + s] - m, 2);
+      v /= S;
+      const bool cl = layout == VolumeLayout::ndhwc;
+      EXPECT_NEAR(saved.mean.data<float>()[c], m, 1e-4) << "channels-last " << cl;
+      EXPECT_NEAR(saved.rstd.data<float>()[c], 1.0 / std::sqrt(v + 1e-5), 1e-5 / std::sqrt(v)) << "channels-last " << cl;
+    }
   }
 }
 

@@ -21,6 +21,11 @@
 // partials in f64 in chunk order. The statistics take two passes (mean, then squared
 // deviations), so the variance cannot cancel to a negative number. Results are deterministic.
 // The references loop in f64.
+// Within a chunk the f32 sums run over kSubChunk voxels at a time and are added in f64: a chunk of
+// 4096 values around 1000 summed in one f32 accumulator reaches 4e6, whose rounding (ulp 0.25 to
+// 0.5) loses the mean's fourth decimal. Vectorising the loop hides that (many short partial sums),
+// but the NDHWC loop vectorises over channels, not voxels, and an -O1 build (tools/sanitize.sh)
+// does not vectorise at all; the sub-chunks bound the error the same way in every case.
 
 #include <vector>
 
@@ -31,6 +36,7 @@ namespace {
 
 constexpr std::int64_t kChunk = 4096;
 constexpr std::int64_t kChannelBlock = 16;
+constexpr std::int64_t kSubChunk = 256;
 
 struct InGeo {
   std::int64_t n = 0, c = 0, s = 0;
@@ -57,36 +63,50 @@ InGeo geo_of(const OpCall& call) {
 // Fast kernels (one sample's chunk [s0, s1); pointers at the sample's first element)
 // ---------------------------------------------------------------------------------------------
 
-// part[c] = sum over the chunk of (x - center[c])^k, k = 1 (center null: plain sum) or 2.
+// part[c] = sum over the chunk of (x - center[c])^k, k = 1 (center null: plain sum) or 2: f32 over
+// each kSubChunk voxels, those added in f64.
 BH_CPU_KERNEL void chunk_sums(const float* x, const float* center, std::int64_t C, std::int64_t S,
                               bool cl, std::int64_t c0, std::int64_t c1, std::int64_t s0, std::int64_t s1,
-                              float* part) {
+                              double* part) {
   if (!cl) {
     for (std::int64_t c = c0; c < c1; ++c) {
       const float* xc = x + c * S;
-      float acc = 0.0f;
-      if (center == nullptr) {
+      double total = 0.0;
+      for (std::int64_t b0 = s0; b0 < s1; b0 += kSubChunk) {
+        const std::int64_t b1 = std::min(s1, b0 + kSubChunk);
+        float acc = 0.0f;
+        if (center == nullptr) {
 #pragma omp simd reduction(+ : acc)
-        for (std::int64_t s = s0; s < s1; ++s) acc += xc[s];
-      } else {
-        const float m = center[c];
+          for (std::int64_t s = b0; s < b1; ++s) acc += xc[s];
+        } else {
+          const float m = center[c];
 #pragma omp simd reduction(+ : acc)
-        for (std::int64_t s = s0; s < s1; ++s) acc += (xc[s] - m) * (xc[s] - m);
+          for (std::int64_t s = b0; s < b1; ++s) acc += (xc[s] - m) * (xc[s] - m);
+        }
+        total += acc;
       }
-      part[c] = acc;
+      part[c] = total;
     }
     return;
   }
-  for (std::int64_t c = c0; c < c1; ++c) part[c] = 0.0f;
-  for (std::int64_t s = s0; s < s1; ++s) {
-    const float* xs = x + s * C;
-    if (center == nullptr) {
+  for (std::int64_t c = c0; c < c1; ++c) part[c] = 0.0;
+  float acc[kChannelBlock];
+  const std::int64_t w = c1 - c0;  // at most kChannelBlock (for_chunks)
+  for (std::int64_t b0 = s0; b0 < s1; b0 += kSubChunk) {
+    const std::int64_t b1 = std::min(s1, b0 + kSubChunk);
+    for (std::int64_t j = 0; j < w; ++j) acc[j] = 0.0f;
+    for (std::int64_t s = b0; s < b1; ++s) {
+      const float* xs = x + s * C + c0;
+      if (center == nullptr) {
 #pragma omp simd
-      for (std::int64_t c = c0; c < c1; ++c) part[c] += xs[c];
-    } else {
+        for (std::int64_t j = 0; j < w; ++j) acc[j] += xs[j];
+      } else {
+        const float* m = center + c0;
 #pragma omp simd
-      for (std::int64_t c = c0; c < c1; ++c) part[c] += (xs[c] - center[c]) * (xs[c] - center[c]);
+        for (std::int64_t j = 0; j < w; ++j) acc[j] += (xs[j] - m[j]) * (xs[j] - m[j]);
+      }
     }
+    for (std::int64_t j = 0; j < w; ++j) part[c0 + j] += acc[j];
   }
 }
 
@@ -224,7 +244,8 @@ void for_chunks(const InGeo& g, F&& f) {
 }
 
 // out[n * C + c] = sum over chunks, in order, of part[(n * chunks + k) * C + c], in f64.
-void combine(const InGeo& g, const std::vector<float>& part, std::vector<double>& out) {
+template <class T>
+void combine(const InGeo& g, const std::vector<T>& part, std::vector<double>& out) {
   const std::int64_t chunks = g.chunks();
   out.assign(static_cast<std::size_t>(g.n * g.c), 0.0);
   for (std::int64_t n = 0; n < g.n; ++n)
@@ -245,7 +266,7 @@ void fwd_tbb(OpCall& call) {
   float* mean = call.outputs[1].data<float>();
   float* rstd = call.outputs[2].data<float>();
   const std::int64_t plane = g.c * g.s;
-  std::vector<float> part(static_cast<std::size_t>(g.n * g.chunks() * g.c));
+  std::vector<double> part(static_cast<std::size_t>(g.n * g.chunks() * g.c));
   std::vector<double> sums;
   for_chunks(g, [&](std::int64_t n, std::int64_t k, std::int64_t c0, std::int64_t c1, std::int64_t s0,
                     std::int64_t s1) {
