@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "benchhost/error.hpp"
 #include "benchhost/nn/registry.hpp"
 #include "benchhost/threading.hpp"
@@ -28,6 +31,28 @@ TEST(OpRegistry, FirstAcceptingImplementationWinsInPriorityOrder) {
   c.attrs.set("fast_ok", 0);
   dispatch("test.order", c);
   EXPECT_EQ(last, "ref");
+}
+
+// Note [Skipping implementations]: BENCHHOST_OP_SKIP names implementations dispatch passes over.
+// The plain test run has no such variable; tests/nn_ops/CMakeLists.txt runs this test again with
+// BENCHHOST_OP_SKIP=",cpu.named,test.skip/cpu.fast" (an empty entry, a bare implementation name
+// and an op-qualified one), and the expectations follow the variable.
+TEST(OpRegistry, SkippedImplementationsFollowTheEnvironment) {
+  static std::string last;
+  auto mark = [](const char* n) { return [n](OpCall&) { last = n; }; };
+  register_op_impl("test.skip", OpImpl{"cpu.ref", DeviceType::cpu, 0, nullptr, mark("ref"), true});
+  register_op_impl("test.skip", OpImpl{"cpu.fast", DeviceType::cpu, 50, nullptr, mark("fast"), false});
+  register_op_impl("test.skip", OpImpl{"cpu.named", DeviceType::cpu, 60, nullptr, mark("named"), false});
+  register_op_impl("test.skip_other", OpImpl{"cpu.ref", DeviceType::cpu, 0, nullptr, mark("other ref"), true});
+  register_op_impl("test.skip_other", OpImpl{"cpu.fast", DeviceType::cpu, 50, nullptr, mark("other fast"), false});
+  const char* env = std::getenv("BENCHHOST_OP_SKIP");
+  const bool skipping = env != nullptr && std::string(env) == ",cpu.named,test.skip/cpu.fast";
+  ASSERT_TRUE(env == nullptr || skipping) << "unexpected BENCHHOST_OP_SKIP=" << env;
+  OpCall c{{Tensor::zeros({1})}, {}, {}};
+  dispatch("test.skip", c);
+  EXPECT_EQ(last, skipping ? "ref" : "named");
+  dispatch("test.skip_other", c);  // "test.skip/cpu.fast" names another op's cpu.fast
+  EXPECT_EQ(last, "other fast");
 }
 
 TEST(OpRegistry, NoAcceptorListsEveryRefusal) {

@@ -88,6 +88,27 @@ bool verbose_ops() {
 // promotion's casts, count in their caller), synchronising the call's device before and after, and
 // prints the totals per op and input dtype, largest first, to stderr at exit. It serialises the
 // device's work, so steps run slower: use it to rank the ops of a step, not to time the step.
+// Note [Skipping implementations]: BENCHHOST_OP_SKIP is a comma-separated list of implementation
+// names ("cuda.gemm") or op/implementation pairs ("sdpa_forward/cuda.gemm") that dispatch passes
+// over as if they had refused, so two implementations of an op can be timed against each other
+// with one build. Read once per process.
+bool skipped_impl(const std::string& op, const std::string& impl) {
+  static const std::vector<std::string> entries = [] {
+    std::vector<std::string> out;
+    const char* v = std::getenv("BENCHHOST_OP_SKIP");
+    std::string s = v ? v : "";
+    std::size_t start = 0;
+    while (start <= s.size()) {
+      const std::size_t comma = std::min(s.find(',', start), s.size());
+      if (comma > start) out.push_back(s.substr(start, comma - start));
+      start = comma + 1;
+    }
+    return out;
+  }();
+  for (const std::string& e : entries)
+    if (e == impl || e == op + "/" + impl) return true;
+  return false;
+}
 bool op_times_on() {
   static const bool on = [] {
     const char* v = std::getenv("BENCHHOST_OP_TIMES");
@@ -217,6 +238,10 @@ const OpImpl* OpRegistry::try_select(const OpDef& def, const OpCall& call, Devic
     if (impl.device != device) continue;
     if (half && !impl.accepts) {
       refusals += fmt::format("; {} refused: takes f32 only (no accepts())", impl.name);
+      continue;
+    }
+    if (skipped_impl(def.name, impl.name)) {
+      refusals += fmt::format("; {} skipped (BENCHHOST_OP_SKIP)", impl.name);
       continue;
     }
     std::string why = impl.accepts ? impl.accepts(call) : std::string();
