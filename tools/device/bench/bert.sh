@@ -9,4 +9,6 @@ bert_json=$(printf '{"layers":%s,"hidden":%s,"heads":%s,"ffn":%s,"vocab":%s,"max
 ours bert_large_s128_benchhost_fp32 --plugin bert --config mlperf -b "$lm_batch" --bert.seq-len 128 --precision fp32
 ours bert_large_s128_benchhost_tf32 --plugin bert --config mlperf -b "$lm_batch" --bert.seq-len 128 --precision tf32
 ours bert_large_s128_benchhost_bf16 --plugin bert --config mlperf -b "$lm_batch" --bert.seq-len 128 --precision bf16
+BENCHHOST_OP_SKIP=sdpa_forward/cuda.gemm,sdpa_backward/cuda.gemm \
+  ours bert_large_s128_benchhost_tf32_fused_attention --plugin bert --config mlperf -b "$lm_batch" --bert.seq-len 128 --precision tf32
 peer_modes bert_large_s128 tools/peers/bert_peer.py --config "$bert_json" --batch "$lm_batch"

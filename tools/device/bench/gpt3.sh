@@ -11,4 +11,8 @@ gpt_json=$(printf '{"layers":%s,"hidden":%s,"heads":%s,"ffn":%s,"vocab":%s,"max_
 ours gpt3_125m_benchhost_fp32 --plugin gpt3 --config 125m -b "$lm_batch" --precision fp32
 ours gpt3_125m_benchhost_tf32 --plugin gpt3 --config 125m -b "$lm_batch" --precision tf32
 ours gpt3_125m_benchhost_bf16 --plugin gpt3 --config 125m -b "$lm_batch" --precision bf16
+# The same bf16 step with attention in the fused SIMT kernels (what ran before the cuBLASLt path,
+# Note [Attention through GEMMs]): the two implementations side by side in one run.
+BENCHHOST_OP_SKIP=sdpa_forward/cuda.gemm,sdpa_backward/cuda.gemm \
+  ours gpt3_125m_benchhost_bf16_fused_attention --plugin gpt3 --config 125m -b "$lm_batch" --precision bf16
 peer_modes gpt3_125m tools/peers/gpt3_peer.py --config "$gpt_json" --batch "$lm_batch"

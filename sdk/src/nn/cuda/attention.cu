@@ -1,8 +1,10 @@
 // CUDA scaled dot-product attention: sdpa_forward and sdpa_backward (contracts and masks:
-// AttentionMask in nn/ops.hpp, the op docs in sdk/src/nn/cpu/attention.cpp).
+// AttentionMask in nn/ops.hpp, the op docs in sdk/src/nn/cpu/attention.cpp), in two
+// implementations: "cuda.gemm" (cuBLASLt products around our softmax kernels, Note [Attention
+// through GEMMs] below, taken first) and "cuda.fused" (the kernels described here).
 //
 // Layout: q [B, H, T, D], k [B, H, S, D], v [B, H, S, Dv], out [B, H, T, Dv], probs [B, H, T, S],
-// dropmask u8 [B, H, T, S], all contiguous f32 (u8) on one device; D, Dv <= 256.
+// dropmask u8 [B, H, T, S], all contiguous f32 (u8) on one device; D, Dv <= 256 (fused only).
 //
 // Forward, one fused kernel. A block is 8 warps = 8 query rows of one (b, h); keys stream
 // through shared memory in tiles of 32 (K tile, then V tile), lane j of a warp owning key j of
@@ -519,13 +521,247 @@ void backward(OpCall& c) {
          "sdpa backward (keys)");
 }
 
-std::string accepts_common(const OpCall& c, std::size_t first_qkv) {
+// ---- Note [Attention through GEMMs] ---------------------------------------------------------------
+// "cuda.gemm" (priority 60, over the fused kernels): the products run as strided batched cuBLASLt
+// GEMMs over the B*H heads (TF32 tensor cores iff tf32_enabled(), like every f32 GEMM), and only
+// the row-wise softmax and its backward are our kernels. The fused kernels above keep the
+// working set in shared memory but compute every product with SIMT FMAs from shared memory (the
+// forward twice); at GPT-3's sequence length that was most of a training step. Here the T x S
+// matrices go through device memory instead (the probabilities are stored for the backward
+// either way):
+//   forward:  probs = scale q k^T (GEMM into the probs output), softmax_rows in place (masks,
+//             dropout flags, P' = P M f into scratch when dropout is on), out = P' v (GEMM);
+//   backward: dP' = dO v^T (GEMM into scratch ds), softmax_grad_rows (dP = dP' M f,
+//             r = sum dP P, dS = scale P (dP - r) in place, P' to scratch under dropout),
+//             dq = dS k, dk = dS^T q, dv = P'^T dO (GEMMs).
+// The masks, the dropout stream and the fully-masked-row rule are the fused kernels' (key_limit,
+// visible, keep_element), so both implementations give the same probabilities and flags.
+
+struct RowsArgs {
+  float* probs;            // [B, H, T, S]: scores in, probabilities out (forward)
+  float* kept;             // [B, H, T, S] P' (dropout applied), or null
+  std::uint8_t* dropmask;  // or null
+  Dims n;
+  Mask mask;
+  Dropout drop;
+};
+
+// One warp per row (b, h, i) of the scores: masked max, sum of exponentials, then the
+// probabilities written over the scores. Lane t reads columns t, t + 32, ... (coalesced).
+__global__ void __launch_bounds__(kWarps * 32) softmax_rows_kernel(RowsArgs a) {
+  const Dims& n = a.n;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kWarps + warp;
+  if (row >= n.B * n.H * n.T) return;  // whole warps leave together: no block-wide sync below
+  const std::int64_t i = row % n.T, bh = row / n.T;
+  const std::int64_t b = bh / n.H, h = bh % n.H;
+  const std::int64_t limit = key_limit(a.mask, n, b, i);
+  float* sr = a.probs + row * n.S;
+  float m = kNegInf;
+  for (std::int64_t j = lane; j < n.S; j += 32) {
+    float add;
+    if (visible(a.mask, n, b, h, i, j, limit, &add)) m = fmaxf(m, sr[j] + add);
+  }
+  m = warp_max(m);
+  float l = 0.0f;
+  if (m != kNegInf)
+    for (std::int64_t j = lane; j < n.S; j += 32) {
+      float add;
+      if (visible(a.mask, n, b, h, i, j, limit, &add)) l += expf(sr[j] + add - m);
+    }
+  l = warp_sum(l);
+  const float inv = m == kNegInf ? 0.0f : 1.0f / l;
+  for (std::int64_t j = lane; j < n.S; j += 32) {
+    float add, p = 0.0f;
+    if (visible(a.mask, n, b, h, i, j, limit, &add)) {
+      p = expf(sr[j] + add - m) * inv;
+      if (fabsf(p) < 1.17549435e-38f) p = 0.0f;  // no denormal outputs, as on the CPU
+    }
+    sr[j] = p;
+    const std::int64_t e = row * n.S + j;
+    if (a.drop.on) {
+      const bool keep = keep_element(a.drop, static_cast<std::uint64_t>(e));
+      if (a.dropmask != nullptr) a.dropmask[e] = keep ? 1 : 0;
+      if (a.kept != nullptr) a.kept[e] = keep ? p * a.drop.scale : 0.0f;
+    } else if (a.kept != nullptr) {
+      a.kept[e] = p;
+    }
+  }
+}
+
+struct GradRowsArgs {
+  float* ds;                     // [B, H, T, S]: dP' in, dS out
+  const float* probs;            // P
+  const std::uint8_t* dropmask;  // M, or null
+  float drop_scale;              // f
+  float* kept;                   // P' = P M f out, or null
+  std::int64_t rows, S;
+  float scale;
+};
+
+// One warp per row: dP = dP' M f, r = sum_j dP_j P_j, dS = scale P (dP - r).
+__global__ void __launch_bounds__(kWarps * 32) softmax_grad_rows_kernel(GradRowsArgs a) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kWarps + warp;
+  if (row >= a.rows) return;
+  float* dr = a.ds + row * a.S;
+  const float* pr = a.probs + row * a.S;
+  const std::uint8_t* mr = a.dropmask != nullptr ? a.dropmask + row * a.S : nullptr;
+  float r = 0.0f;
+  for (std::int64_t j = lane; j < a.S; j += 32) {
+    float d = dr[j];
+    if (mr != nullptr) d = mr[j] ? d * a.drop_scale : 0.0f;
+    r = fmaf(d, pr[j], r);
+  }
+  r = warp_sum(r);
+  for (std::int64_t j = lane; j < a.S; j += 32) {
+    float d = dr[j];
+    const float p = pr[j];
+    float pk = p;
+    if (mr != nullptr) {
+      d = mr[j] ? d * a.drop_scale : 0.0f;
+      pk = mr[j] ? p * a.drop_scale : 0.0f;
+    }
+    dr[j] = a.scale * p * (d - r);
+    if (a.kept != nullptr) a.kept[row * a.S + j] = pk;
+  }
+}
+
+// The strided batched row-major GEMM c[bh] = alpha a[bh] @ w[bh] over the B*H heads, each
+// operand given by its per-head element strides (Note [Attention through GEMMs]).
+void head_gemm(std::int64_t heads, std::int64_t M, std::int64_t N, std::int64_t K, const float* a,
+               std::int64_t a_sb, std::int64_t a_sm, std::int64_t a_sk, const float* w, std::int64_t w_sb,
+               std::int64_t w_sk, std::int64_t w_sn, float* c, std::int64_t c_sb, std::int64_t c_sm,
+               float alpha, int device) {
+  GemmProblem p;
+  p.B = heads;
+  p.M = M;
+  p.N = N;
+  p.K = K;
+  p.a_sb = a_sb;
+  p.a_sm = a_sm;
+  p.a_sk = a_sk;
+  p.w_sb = w_sb;
+  p.w_sk = w_sk;
+  p.w_sn = w_sn;
+  p.c_sb = c_sb;
+  p.c_sm = c_sm;
+  p.alpha = alpha;
+  gemm(p, a, w, c, device);
+}
+
+// inputs {q, k, v, key_padding?, mask?}; outputs {out, probs?, dropmask?}
+void forward_gemm(OpCall& c) {
+  const Tensor &q = c.inputs[0], &k = c.inputs[1], &v = c.inputs[2];
+  const Dims n = dims_of(q, k, v);
+  Tensor& out = c.outputs[0];
+  Tensor probs = c.outputs.size() > 1 ? c.outputs[1] : Tensor();
+  const Tensor dropmask = c.outputs.size() > 2 ? c.outputs[2] : Tensor();
+  const std::int64_t TS = n.T * n.S;
+  BH_CHECK_AS(InvalidArgument, out.numel() == n.B * n.H * n.T * n.Dv &&
+                                   (!probs.defined() || probs.numel() == n.B * n.H * TS) &&
+                                   (!dropmask.defined() || dropmask.numel() == n.B * n.H * TS),
+              "sdpa_forward: out must have B*H*T*Dv elements and probs/dropmask B*H*T*S");
+  set_device_of(q);
+  const int device = q.device().index;
+  const double p = c.attrs.get("p", 0.0);
+  BH_CHECK_AS(InvalidArgument, p >= 0.0 && p < 1.0, "sdpa_forward: dropout p must be in [0, 1), got {}", p);
+  if (n.S == 0 || n.T == 0) {  // no keys: every row is fully masked
+    if (out.numel() > 0) BH_CHECK_CUDA(cudaMemsetAsync(out.raw_data(), 0, out.nbytes(), op_stream()));
+    return;
+  }
+  const std::int64_t heads = n.B * n.H;
+  if (!probs.defined()) probs = Tensor::empty({heads * TS}, DType::f32, q.device());
+  RowsArgs r{};
+  r.probs = probs.data<float>();
+  r.n = n;
+  r.mask = mask_of(c, n);
+  Tensor kept;
+  if (p > 0) {
+    r.drop.on = true;
+    r.drop.key = mix64(rng_attr(c.attrs, 0));
+    r.drop.stream = mix64(rng_attr(c.attrs, 1)) ^ rng_attr(c.attrs, 2);
+    r.drop.threshold = static_cast<std::uint32_t>(std::ceil(p * 16777216.0));
+    r.drop.scale = static_cast<float>(1.0 / (1.0 - p));
+    r.dropmask = dropmask.defined() ? static_cast<std::uint8_t*>(dropmask.raw_data()) : nullptr;
+    kept = Tensor::empty({heads * TS}, DType::f32, q.device());
+    r.kept = kept.data<float>();
+  }
+  const float scale = scale_of(c.attrs, n.D);
+  head_gemm(heads, n.T, n.S, n.D, q.data<float>(), n.T * n.D, n.D, 1, k.data<float>(), n.S * n.D, 1, n.D,
+            r.probs, TS, n.S, scale, device);
+  launch(softmax_rows_kernel, (heads * n.T + kWarps - 1) / kWarps, 0, r, "sdpa softmax rows");
+  const float* pk = r.kept != nullptr ? r.kept : r.probs;
+  head_gemm(heads, n.T, n.Dv, n.S, pk, TS, n.S, 1, v.data<float>(), n.S * n.Dv, n.Dv, 1, out.data<float>(),
+            n.T * n.Dv, n.Dv, 1.0f, device);
+}
+
+// inputs {dout, q, k, v, probs, dropmask?}; outputs {dq, dk, dv}
+void backward_gemm(OpCall& c) {
+  const Tensor &dout = c.inputs[0], &q = c.inputs[1], &k = c.inputs[2], &v = c.inputs[3],
+               &probs = c.inputs[4];
+  const Dims n = dims_of(q, k, v);
+  const double p = c.attrs.get("p", 0.0);
+  const Tensor dropmask = p > 0 && c.inputs.size() > 5 ? c.inputs[5] : Tensor();
+  BH_CHECK_AS(InvalidArgument, p <= 0 || dropmask.defined(), "sdpa_backward: p = {} needs the dropout mask (input 5)", p);
+  const std::int64_t heads = n.B * n.H, TS = n.T * n.S;
+  BH_CHECK_AS(InvalidArgument,
+              probs.defined() && probs.numel() == heads * TS && dout.numel() == heads * n.T * n.Dv &&
+                  (!dropmask.defined() || dropmask.numel() == probs.numel()),
+              "sdpa_backward: probs/dropmask must have B*H*T*S elements and dout B*H*T*Dv");
+  set_device_of(q);
+  const int device = q.device().index;
+  if (n.S == 0 || n.T == 0) {  // nothing flows: zero gradients
+    for (Tensor& o : c.outputs)
+      if (o.numel() > 0) BH_CHECK_CUDA(cudaMemsetAsync(o.raw_data(), 0, o.nbytes(), op_stream()));
+    return;
+  }
+  Tensor ds = Tensor::empty({heads * TS}, DType::f32, q.device());
+  Tensor kept = dropmask.defined() ? Tensor::empty({heads * TS}, DType::f32, q.device()) : Tensor();
+  // dP' = dO v^T
+  head_gemm(heads, n.T, n.S, n.Dv, dout.data<float>(), n.T * n.Dv, n.Dv, 1, v.data<float>(), n.S * n.Dv, 1, n.Dv,
+            ds.data<float>(), TS, n.S, 1.0f, device);
+  GradRowsArgs g{};
+  g.ds = ds.data<float>();
+  g.probs = probs.data<float>();
+  g.dropmask = dropmask.defined() ? bytes_of(dropmask) : nullptr;
+  g.drop_scale = p > 0 ? static_cast<float>(1.0 / (1.0 - p)) : 1.0f;
+  g.kept = kept.defined() ? kept.data<float>() : nullptr;
+  g.rows = heads * n.T;
+  g.S = n.S;
+  g.scale = scale_of(c.attrs, n.D);
+  launch(softmax_grad_rows_kernel, (g.rows + kWarps - 1) / kWarps, 0, g, "sdpa softmax backward rows");
+  const float* dS = g.ds;
+  const float* pk = g.kept != nullptr ? g.kept : g.probs;
+  // dq = dS k; dk = dS^T q; dv = P'^T dO
+  head_gemm(heads, n.T, n.D, n.S, dS, TS, n.S, 1, k.data<float>(), n.S * n.D, n.D, 1,
+            c.outputs[0].data<float>(), n.T * n.D, n.D, 1.0f, device);
+  head_gemm(heads, n.S, n.D, n.T, dS, TS, 1, n.S, q.data<float>(), n.T * n.D, n.D, 1,
+            c.outputs[1].data<float>(), n.S * n.D, n.D, 1.0f, device);
+  head_gemm(heads, n.S, n.Dv, n.T, pk, TS, 1, n.S, dout.data<float>(), n.T * n.Dv, n.Dv, 1,
+            c.outputs[2].data<float>(), n.S * n.Dv, n.Dv, 1.0f, device);
+}
+
+// The GEMM path's extra conditions over the fused kernels' checks: head dims of at least one
+// (cuBLASLt takes no empty inner dim) and a head count one strided batch can hold.
+std::string accepts_gemm_dims(const OpCall& c, std::size_t first_qkv) {
+  const Tensor& q = c.inputs[first_qkv];
+  const Tensor& k = c.inputs[first_qkv + 1];
+  const Tensor& v = c.inputs[first_qkv + 2];
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return "q, k, v must be 4-d";
+  if (q.size(3) < 1 || v.size(3) < 1) return "empty head dims";
+  if (q.size(0) * q.size(1) > 0x7fffffffLL) return "more heads than one cuBLASLt batch holds";
+  return {};
+}
+
+// fused: the fused kernels' head-dim limit applies (the GEMM path has none).
+std::string accepts_common(const OpCall& c, std::size_t first_qkv, bool fused) {
   std::vector<Tensor> f32s(c.inputs.begin(), c.inputs.begin() + static_cast<std::ptrdiff_t>(first_qkv + 3));
   std::string why = require_cuda_contiguous(f32s);
   if (!why.empty()) return "input " + why;
   const Tensor& q = c.inputs[first_qkv];
   const Tensor& v = c.inputs[first_qkv + 2];
-  if (q.dim() == 4 && v.dim() == 4 && (q.size(3) > kMaxHeadDim || v.size(3) > kMaxHeadDim))
+  if (fused && q.dim() == 4 && v.dim() == 4 && (q.size(3) > kMaxHeadDim || v.size(3) > kMaxHeadDim))
     return fmt::format("head dims {} / {}: the fused kernels support up to {}", q.size(3), v.size(3),
                        kMaxHeadDim);
   for (std::size_t i = first_qkv + 3; i < c.inputs.size(); ++i) {
@@ -543,8 +779,8 @@ std::string accepts_common(const OpCall& c, std::size_t first_qkv) {
   return {};
 }
 
-std::string accepts_forward(const OpCall& c) {
-  std::string why = accepts_common(c, 0);
+std::string accepts_forward(const OpCall& c, bool fused) {
+  std::string why = accepts_common(c, 0, fused);
   if (!why.empty()) return why;
   if (c.inputs.size() > 3 && c.inputs[3].defined()) {
     const DType t = c.inputs[3].dtype();
@@ -562,11 +798,11 @@ std::string accepts_forward(const OpCall& c) {
   return {};
 }
 
-std::string accepts_backward(const OpCall& c) {
+std::string accepts_backward(const OpCall& c, bool fused) {
   std::vector<Tensor> f32s(c.inputs.begin(), c.inputs.begin() + 5);
   std::string why = require_cuda_contiguous(f32s);
   if (!why.empty()) return "input " + why;
-  why = accepts_common(c, 1);
+  why = accepts_common(c, 1, fused);
   if (!why.empty()) return why;
   if (c.inputs.size() > 5 && c.inputs[5].defined() && c.inputs[5].dtype() != DType::u8 &&
       c.inputs[5].dtype() != DType::boolean)
@@ -576,9 +812,24 @@ std::string accepts_backward(const OpCall& c) {
   return {};
 }
 
+std::string accepts_forward_fused(const OpCall& c) { return accepts_forward(c, true); }
+std::string accepts_backward_fused(const OpCall& c) { return accepts_backward(c, true); }
+
+std::string accepts_forward_gemm(const OpCall& c) {
+  std::string why = accepts_forward(c, false);
+  return why.empty() ? accepts_gemm_dims(c, 0) : why;
+}
+
+std::string accepts_backward_gemm(const OpCall& c) {
+  std::string why = accepts_backward(c, false);
+  return why.empty() ? accepts_gemm_dims(c, 1) : why;
+}
+
 const bool registered = [] {
-  register_op_impl("sdpa_forward", {"cuda.fused", DeviceType::cuda, 50, accepts_forward, forward, false});
-  register_op_impl("sdpa_backward", {"cuda.fused", DeviceType::cuda, 50, accepts_backward, backward, false});
+  register_op_impl("sdpa_forward", {"cuda.gemm", DeviceType::cuda, 60, accepts_forward_gemm, forward_gemm, false});
+  register_op_impl("sdpa_backward", {"cuda.gemm", DeviceType::cuda, 60, accepts_backward_gemm, backward_gemm, false});
+  register_op_impl("sdpa_forward", {"cuda.fused", DeviceType::cuda, 50, accepts_forward_fused, forward, false});
+  register_op_impl("sdpa_backward", {"cuda.fused", DeviceType::cuda, 50, accepts_backward_fused, backward, false});
   return true;
 }();
 
