@@ -222,4 +222,32 @@ void activation_forward_f32(Activation act, const float* x, float* y, std::int64
   launch_act_fwd(act, x, y, n);
 }
 
+namespace {
+template <class B, class Y>
+__global__ void bias_act_store_kernel(int act, const float* __restrict__ x, const B* __restrict__ bias,
+                                      std::int64_t N, Y* __restrict__ y, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    float v = x[i];
+    if (bias != nullptr) v += widen(bias[i % N]);
+    y[i] = narrow<Y>(act_fwd(act, v));
+  }
+}
+}  // namespace
+
+void bias_activation_store(Activation act, const float* x, const void* bias, DType bias_dtype, std::int64_t N,
+                           void* y, DType y_dtype, std::int64_t n) {
+  if (n == 0) return;
+  BH_CHECK(bias == nullptr || N > 0, "bias_activation_store: a bias needs N > 0");
+  with_storage(y_dtype, [&](auto ytag) {
+    using Y = decltype(ytag);
+    with_storage(bias == nullptr ? DType::f32 : bias_dtype, [&](auto btag) {
+      using B = decltype(btag);
+      bias_act_store_kernel<B, Y><<<grid_for(n), 256, 0, op_stream()>>>(
+          static_cast<int>(act), x, static_cast<const B*>(bias), N, static_cast<Y*>(y), n);
+    });
+  });
+  BH_CHECK_CUDA_LAUNCH("bias_act_store_kernel");
+}
+
 }  // namespace benchhost::nn::cuda
