@@ -19,6 +19,7 @@
 #include "benchhost/nn/ops.hpp"
 #include "benchhost/nn/resample.hpp"
 #include "benchhost/nn/serialize.hpp"
+#include "benchhost/precision.hpp"
 
 namespace benchhost::retinanet {
 
@@ -53,10 +54,13 @@ std::int64_t stage_width(const RetinaNetConfig& c, std::size_t s) {
 }
 std::int64_t stage_out(const RetinaNetConfig& c, std::size_t s) { return (c.stem_channels << s) * 4; }
 
-/// Layer `keep`s its input for backward: Conv2d::forward; otherwise the functional convolution.
+/// Layer `keep`s its input for backward: Conv2d::forward; otherwise the functional convolution,
+/// under the policy as Conv2d::forward runs (input and weight in the conv class's storage type).
 Tensor run_conv(Conv2d& c, const Tensor& x, bool keep) {
   if (keep) return c.forward(x);
-  return nn::conv2d_forward(x, c.weight().value, c.bias() ? c.bias()->value : Tensor(), c.spec());
+  const DType h = c.precision().storage_dtype(benchhost::OpClass::conv);
+  return nn::conv2d_forward(nn::cast(x, h), nn::cast(c.weight().value, h), c.bias() ? c.bias()->value : Tensor(),
+                            c.spec());
 }
 
 bool cpu_f32(const Tensor& a, const Tensor& b) {
@@ -248,15 +252,23 @@ int RetinaNet::first_trainable_stage() const {
   return 4;
 }
 
+// The FPN and head convolutions follow the policy as nn::Conv2d does (Note [Layers under a
+// precision policy]): input and weight in the conv class's storage type (bf16/f16 under those
+// precisions; the f32 master weight was passed as is, so every one of them was promoted to an f32
+// convolution), f32 master weights and gradients, the input's gradient back in the input's type.
 Tensor RetinaNet::conv(Conv2d& c, const Tensor& x) const {
-  return nn::conv2d_forward(x, c.weight().value, c.bias() ? c.bias()->value : Tensor(), c.spec());
+  const DType h = precision().storage_dtype(benchhost::OpClass::conv);
+  return nn::conv2d_forward(nn::cast(x, h), nn::cast(c.weight().value, h), c.bias() ? c.bias()->value : Tensor(),
+                            c.spec());
 }
 
 Tensor RetinaNet::conv_backward(Conv2d& c, const Tensor& dy, const Tensor& x, bool input_grad) {
+  const DType h = precision().storage_dtype(benchhost::OpClass::conv);
+  const Tensor dyh = nn::cast(dy, h);
   Tensor no_bias;
-  nn::conv2d_backward_weights(dy, x, c.weight().grad, c.bias() ? c.bias()->grad : no_bias, c.spec());
+  nn::conv2d_backward_weights(dyh, nn::cast(x, h), c.weight().grad, c.bias() ? c.bias()->grad : no_bias, c.spec());
   if (!input_grad) return Tensor();
-  return nn::conv2d_backward_data(dy, c.weight().value, x.shape(), c.spec());
+  return nn::cast(nn::conv2d_backward_data(dyh, nn::cast(c.weight().value, h), x.shape(), c.spec()), x.dtype());
 }
 
 // Note [RetinaNet architecture]: [N, H*W*A, per_anchor] in (y, x, anchor) order.
