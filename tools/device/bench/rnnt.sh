@@ -10,6 +10,7 @@ rn_opts=(--plugin rnnt --config mlperf -b "$rn_batch" --rnnt.grad-accumulation 1
          --rnnt.synthetic-labels "$rn_labels")
 ours rnnt_benchhost_fp32 "${rn_opts[@]}" --precision fp32
 ours rnnt_benchhost_tf32 "${rn_opts[@]}" --precision tf32
+ours rnnt_benchhost_bf16 "${rn_opts[@]}" --precision bf16
 rn_meta=$(mktemp -d)
 echo "{\"config\": {\"in_features\": 240, \"enc_n_hid\": 1024, \"enc_pre_rnn_layers\": 2, \"enc_post_rnn_layers\": 3, \"enc_stack_time_factor\": 2, \"pred_n_hid\": 512, \"pred_rnn_layers\": 2, \"joint_n_hid\": 512, \"n_classes\": 1024}, \"shape\": [$rn_frames, $rn_batch, $rn_labels]}" > "$rn_meta/meta.json"
 peer rnnt_pytorch_fp32 tools/peers/rnnt_peer.py bench_model_step "$rn_meta" --device "$dev" --iters "$iters" --warmup 3
