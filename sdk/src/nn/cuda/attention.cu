@@ -431,6 +431,33 @@ std::uint64_t rng_attr(const Attrs& attrs, std::size_t i) {
   return static_cast<std::uint64_t>(v[i]);
 }
 
+// The forward's dropout from attrs p and rng (off for p = 0); p outside [0, 1) is refused.
+Dropout dropout_of(const Attrs& attrs) {
+  const double p = attrs.get("p", 0.0);
+  BH_CHECK_AS(InvalidArgument, p >= 0.0 && p < 1.0, "sdpa_forward: dropout p must be in [0, 1), got {}", p);
+  Dropout d;
+  if (p > 0) {
+    d.on = true;
+    d.key = mix64(rng_attr(attrs, 0));
+    d.stream = mix64(rng_attr(attrs, 1)) ^ rng_attr(attrs, 2);
+    d.threshold = static_cast<std::uint32_t>(std::ceil(p * 16777216.0));
+    d.scale = static_cast<float>(1.0 / (1.0 - p));
+  }
+  return d;
+}
+
+// The backward's dropout mask (undefined for p = 0) after checking the saved tensors' sizes.
+Tensor backward_dropmask(const OpCall& c, const Dims& n, double p) {
+  const Tensor &dout = c.inputs[0], &probs = c.inputs[4];
+  const Tensor dropmask = p > 0 && c.inputs.size() > 5 ? c.inputs[5] : Tensor();
+  BH_CHECK_AS(InvalidArgument, p <= 0 || dropmask.defined(), "sdpa_backward: p = {} needs the dropout mask (input 5)", p);
+  BH_CHECK_AS(InvalidArgument,
+              probs.defined() && probs.numel() == n.B * n.H * n.T * n.S && dout.numel() == n.B * n.H * n.T * n.Dv &&
+                  (!dropmask.defined() || dropmask.numel() == probs.numel()),
+              "sdpa_backward: probs/dropmask must have B*H*T*S elements and dout B*H*T*Dv");
+  return dropmask;
+}
+
 // inputs {q, k, v, key_padding?, mask?}; outputs {out, probs?, dropmask?}
 void forward(OpCall& c) {
   const Tensor &q = c.inputs[0], &k = c.inputs[1], &v = c.inputs[2];
@@ -453,15 +480,7 @@ void forward(OpCall& c) {
   a.n = n;
   a.scale = scale_of(c.attrs, n.D);
   a.mask = mask_of(c, n);
-  const double p = c.attrs.get("p", 0.0);
-  BH_CHECK_AS(InvalidArgument, p >= 0.0 && p < 1.0, "sdpa_forward: dropout p must be in [0, 1), got {}", p);
-  if (p > 0) {
-    a.drop.on = true;
-    a.drop.key = mix64(rng_attr(c.attrs, 0));
-    a.drop.stream = mix64(rng_attr(c.attrs, 1)) ^ rng_attr(c.attrs, 2);
-    a.drop.threshold = static_cast<std::uint32_t>(std::ceil(p * 16777216.0));
-    a.drop.scale = static_cast<float>(1.0 / (1.0 - p));
-  }
+  a.drop = dropout_of(c.attrs);
   if (n.S == 0) {  // no keys: every row is fully masked
     if (out.numel() > 0) BH_CHECK_CUDA(cudaMemsetAsync(out.raw_data(), 0, out.nbytes(), op_stream()));
     return;
@@ -478,12 +497,7 @@ void backward(OpCall& c) {
                &probs = c.inputs[4];
   const Dims n = dims_of(q, k, v);
   const double p = c.attrs.get("p", 0.0);
-  const Tensor dropmask = p > 0 && c.inputs.size() > 5 ? c.inputs[5] : Tensor();
-  BH_CHECK_AS(InvalidArgument, p <= 0 || dropmask.defined(), "sdpa_backward: p = {} needs the dropout mask (input 5)", p);
-  BH_CHECK_AS(InvalidArgument,
-              probs.defined() && probs.numel() == n.B * n.H * n.T * n.S && dout.numel() == n.B * n.H * n.T * n.Dv &&
-                  (!dropmask.defined() || dropmask.numel() == probs.numel()),
-              "sdpa_backward: probs/dropmask must have B*H*T*S elements and dout B*H*T*Dv");
+  const Tensor dropmask = backward_dropmask(c, n, p);
   set_device_of(q);
   Tensor ds = Tensor::empty({std::max<std::int64_t>(probs.numel(), 1)}, DType::f32, q.device());
   BwdArgs a{};
@@ -664,8 +678,7 @@ void forward_gemm(OpCall& c) {
               "sdpa_forward: out must have B*H*T*Dv elements and probs/dropmask B*H*T*S");
   set_device_of(q);
   const int device = q.device().index;
-  const double p = c.attrs.get("p", 0.0);
-  BH_CHECK_AS(InvalidArgument, p >= 0.0 && p < 1.0, "sdpa_forward: dropout p must be in [0, 1), got {}", p);
+  const Dropout drop = dropout_of(c.attrs);
   if (n.S == 0 || n.T == 0) {  // no keys: every row is fully masked
     if (out.numel() > 0) BH_CHECK_CUDA(cudaMemsetAsync(out.raw_data(), 0, out.nbytes(), op_stream()));
     return;
@@ -676,13 +689,9 @@ void forward_gemm(OpCall& c) {
   r.probs = probs.data<float>();
   r.n = n;
   r.mask = mask_of(c, n);
+  r.drop = drop;
   Tensor kept;
-  if (p > 0) {
-    r.drop.on = true;
-    r.drop.key = mix64(rng_attr(c.attrs, 0));
-    r.drop.stream = mix64(rng_attr(c.attrs, 1)) ^ rng_attr(c.attrs, 2);
-    r.drop.threshold = static_cast<std::uint32_t>(std::ceil(p * 16777216.0));
-    r.drop.scale = static_cast<float>(1.0 / (1.0 - p));
+  if (r.drop.on) {
     r.dropmask = dropmask.defined() ? static_cast<std::uint8_t*>(dropmask.raw_data()) : nullptr;
     kept = Tensor::empty({heads * TS}, DType::f32, q.device());
     r.kept = kept.data<float>();
@@ -702,13 +711,8 @@ void backward_gemm(OpCall& c) {
                &probs = c.inputs[4];
   const Dims n = dims_of(q, k, v);
   const double p = c.attrs.get("p", 0.0);
-  const Tensor dropmask = p > 0 && c.inputs.size() > 5 ? c.inputs[5] : Tensor();
-  BH_CHECK_AS(InvalidArgument, p <= 0 || dropmask.defined(), "sdpa_backward: p = {} needs the dropout mask (input 5)", p);
+  const Tensor dropmask = backward_dropmask(c, n, p);
   const std::int64_t heads = n.B * n.H, TS = n.T * n.S;
-  BH_CHECK_AS(InvalidArgument,
-              probs.defined() && probs.numel() == heads * TS && dout.numel() == heads * n.T * n.Dv &&
-                  (!dropmask.defined() || dropmask.numel() == probs.numel()),
-              "sdpa_backward: probs/dropmask must have B*H*T*S elements and dout B*H*T*Dv");
   set_device_of(q);
   const int device = q.device().index;
   if (n.S == 0 || n.T == 0) {  // nothing flows: zero gradients
