@@ -143,8 +143,12 @@ TEST(MaskRcnnModel, BackwardMatchesFiniteDifferences) {
   m.backward(wo, wd, wc, wb, wm);
   // Directional derivatives: per parameter tensor, L along a random +-1 direction v against
   // sum(grad * v) (a single element's finite difference drowns in f32 noise and ReLU kinks).
+  // The step: the difference's noise is the loss's f32 rounding divided by it. At 1e-2 that noise
+  // was 4% of fpn_inner2.weight's small directional derivative (-0.58) on one AVX-512 machine
+  // (estimates -0.54, -0.57 and -0.60 at 1x, 2x and 4x that step); 2e-2 keeps every tensor within
+  // 1.8% there.
   int checked = 0, bad = 0;
-  const float eps = 1e-2f;
+  const float eps = 2e-2f;
   for (nn::Parameter* p : m.parameters()) {
     Tensor& v = p->value;
     const Tensor keep = v.clone();
