@@ -138,8 +138,10 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : prefix_(prefix) {
   lengths_.resize(seqs);
   pointers_.resize(seqs);
   doc_index_.resize(docs);
-  std::memcpy(lengths_.data(), p + kHeaderBytes, seqs * 4);
-  std::memcpy(pointers_.data(), p + kHeaderBytes + seqs * 4, seqs * 8);
+  if (seqs > 0) {  // an empty index is valid; memcpy must not see the empty vectors' null data()
+    std::memcpy(lengths_.data(), p + kHeaderBytes, seqs * 4);
+    std::memcpy(pointers_.data(), p + kHeaderBytes + seqs * 4, seqs * 8);
+  }
   std::memcpy(doc_index_.data(), p + kHeaderBytes + seqs * 12, docs * 8);
 
   bin_ = std::make_unique<Map>(bin_path);

@@ -192,6 +192,19 @@ TEST(IndexedDataset, WritesMegatronsExactLayout) {
   EXPECT_THROW(ds.read(0, 2, 2, part), InvalidArgument);
 }
 
+// fuzz_text, 2026-11-27 (results/fuzz/2026-11-27/campaign/text-s38): an index of no sequences
+// passed a null pointer to memcpy, which UBSan reports (this fails under tools/sanitize.sh).
+TEST(IndexedDataset, AnIndexOfNoSequencesIsAnEmptyDataset) {
+  TempDir dir;
+  IndexedDatasetWriter w(dir / "e", 1000);
+  w.finish();
+  const IndexedDataset ds(dir / "e");
+  EXPECT_EQ(ds.num_sequences(), 0);
+  EXPECT_EQ(ds.num_documents(), 0);
+  EXPECT_EQ(ds.num_tokens(), 0);
+  EXPECT_TRUE(ds.all_tokens().empty());
+}
+
 TEST(IndexedDataset, Int32TokensForLargeVocabularies) {
   TempDir dir;
   IndexedDatasetWriter w(dir / "big", 100000);
