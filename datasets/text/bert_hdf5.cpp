@@ -2,6 +2,9 @@
 
 #include <hdf5.h>
 
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,9 +13,10 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <numeric>
-#include <thread>
 
 #include "benchhost/error.hpp"
 
@@ -206,59 +210,236 @@ BertSamples read_checked(const std::string& path, std::int64_t vocab_size) {
 // libhdf5 does not check every structure of a file against its size: a crafted or corrupted
 // B-tree or heap address makes it read through a null or wild pointer (fuzz_datasets found one in
 // Debian's 1.10.8: H5F__accum_read under H5G__stab_lookup) or loop. Our checks come after its
-// parsing and cannot catch that. Each file is therefore first read in a forked child: if the
+// parsing and cannot catch that. Each file is therefore first read in a child process: if the
 // child dies, exits abnormally or runs past a deadline, the file is a DataError naming it and this
-// process never parses it; otherwise the same read runs here. The child only reads the file and
-// _exits (glibc keeps malloc usable after fork); the second read costs what the first did, once
-// per shard at setup.
-void probe_in_child(const std::string& path, std::int64_t vocab_size) {
-  std::error_code ec;
-  const auto bytes = std::filesystem::file_size(path, ec);
-  // A generous deadline: 30 s plus 2 s per 100 MB.
-  const double limit = 30.0 + (ec ? 0.0 : static_cast<double>(bytes) / 50e6);
-  std::fflush(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) return;  // no process to spare: read it here only, as before
-  if (pid == 0) {
-    // A fault here is the answer, not a crash of this program: die of it plainly, without the
-    // handlers this process installed (a sanitizer's or a fuzzer's report, a crash reporter).
-    for (const int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTRAP, SIGSYS}) std::signal(sig, SIG_DFL);
-    // Under a sanitizer, libhdf5 asking malloc for 2^59 bytes ends this child with a report and exit
-    // status 1, which is the answer too; the death callback a fuzzer set would record the input as a
-    // crash of this program and print its statistics from this child.
-    if (__sanitizer_set_death_callback != nullptr) __sanitizer_set_death_callback(nullptr);
+// process never parses it; otherwise the same read runs here (the second read costs what the first
+// did, once per shard at setup).
+//
+// The child is forked once and kept for the next file (Note [One reader process for many files]).
+// It only reads files and _exits (glibc keeps malloc usable after fork).
+//
+// Note [One reader process for many files]
+// A fork per file cost every shard a copy of this process's page tables, which grow with the
+// shards already loaded, and made fuzz_hdf5 run at 55 files a second (ASan's quarantine is large).
+// So one child serves every file: the parent sends it a path over a socket pair and it answers each
+// with one byte when its read has ended (a DataError in the child is no verdict: the parent's own
+// read reports it). A file before may have left libhdf5's state in that child damaged, so a child
+// that has served other files gives no verdict: if it dies or runs past the deadline, the file goes
+// to a fresh child, and only a fresh child's failure makes it a DataError. The child closes every
+// descriptor but its socket and the standard streams (it must not hold this process's pipes open),
+// ignores SIGINT and SIGHUP (Ctrl-C is the parent's to handle), and ends when the parent closes
+// the socket, when the thread that forked it ends (PR_SET_PDEATHSIG), or after kIdleSeconds
+// without a file, so that it does not keep the memory it shares with its parent's past for long.
+constexpr int kIdleSeconds = 10;
+
+// The child's side: read requests (u32 path length, path, i64 vocab_size) until EOF or idleness.
+[[noreturn]] void serve_reads(int sock) {
+  for (const int sig : {SIGINT, SIGHUP, SIGPIPE}) std::signal(sig, SIG_IGN);
+  auto read_exact = [&](void* dst, std::size_t n) {
+    auto* p = static_cast<char*>(dst);
+    while (n > 0) {
+      const ssize_t got = ::read(sock, p, n);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return false;
+      p += got;
+      n -= static_cast<std::size_t>(got);
+    }
+    return true;
+  };
+  while (true) {
+    pollfd pfd{sock, POLLIN, 0};
+    const int ready = ::poll(&pfd, 1, kIdleSeconds * 1000);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) ::_exit(0);  // idle (or poll failed): the parent forks a new child when it needs one
+    std::uint32_t len = 0;
+    std::int64_t vocab_size = 0;
+    if (!read_exact(&len, sizeof len) || len > (1u << 20)) ::_exit(0);
+    std::string path(len, '\0');
+    if (!read_exact(path.data(), len) || !read_exact(&vocab_size, sizeof vocab_size)) ::_exit(0);
     try {
       (void)read_checked(path, vocab_size);
     } catch (...) {  // a DataError: the parent's own read reports it
     }
-    ::_exit(0);
+    const char done = 1;
+    if (::send(sock, &done, 1, MSG_NOSIGNAL) != 1) ::_exit(0);
   }
-  const auto start = std::chrono::steady_clock::now();
-  int status = 0;
-  while (true) {
-    const pid_t done = ::waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (done < 0 && errno != EINTR) return;
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      BH_THROW(DataError, "'{}': the HDF5 library did not finish reading this file in {:.0f} s (corrupt?)", path,
-               limit);
+}
+
+class ReaderProcess {
+ public:
+  ~ReaderProcess() { stop(); }
+
+  void probe(const std::string& path, std::int64_t vocab_size) {
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(path, ec);
+    // A generous deadline: 30 s plus 2 s per 100 MB.
+    const double limit = 30.0 + (ec ? 0.0 : static_cast<double>(bytes) / 50e6);
+    if (pid_ >= 0 && owner_ != ::getpid()) forget();  // this process was forked: that child is its parent's
+    while (true) {
+      if (pid_ < 0 && !start()) return;  // no process to spare: read it here only
+      const bool fresh = served_ == 0;
+      const Outcome o = ask(path, vocab_size, limit);
+      if (o.kind == Outcome::kRead) {
+        ++served_;
+        return;
+      }
+      stop();
+      if (!fresh) continue;  // the verdict is a fresh child's (Note [One reader process for many files])
+      if (o.kind == Outcome::kDeadline)
+        BH_THROW(DataError, "'{}': the HDF5 library did not finish reading this file in {:.0f} s (corrupt?)", path,
+                 limit);
+      if (WIFSIGNALED(o.status))
+        BH_THROW(DataError,
+                 "'{}' is corrupt: the HDF5 library crashed reading it (signal {}; Note [HDF5 files read twice])", path,
+                 WTERMSIG(o.status));
+      BH_THROW(DataError, "'{}' is corrupt: the HDF5 library failed reading it (exit status {})", path,
+               WIFEXITED(o.status) ? WEXITSTATUS(o.status) : -1);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (WIFSIGNALED(status))
-    BH_THROW(DataError, "'{}' is corrupt: the HDF5 library crashed reading it (signal {}; Note [HDF5 files read twice])",
-             path, WTERMSIG(status));
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    BH_THROW(DataError, "'{}' is corrupt: the HDF5 library failed reading it (exit status {})", path,
-             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+
+  pid_t pid() const { return pid_; }
+  std::int64_t started() const { return started_; }
+
+ private:
+  struct Outcome {
+    enum Kind { kRead, kEnded, kDeadline } kind;
+    int status = 0;
+  };
+
+  bool start() {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return false;
+    std::fflush(nullptr);
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      return false;
+    }
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(0);
+      // A fault here is the answer, not a crash of this program: die of it plainly, without the
+      // handlers this process installed (a sanitizer's or a fuzzer's report, a crash reporter).
+      for (const int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGTERM})
+        std::signal(sig, SIG_DFL);
+      // Under a sanitizer, libhdf5 asking malloc for 2^59 bytes ends this child with a report and
+      // exit status 1, which is the answer too; the death callback a fuzzer set would record the
+      // input as a crash of this program and print its statistics from this child.
+      if (__sanitizer_set_death_callback != nullptr) __sanitizer_set_death_callback(nullptr);
+      int sock = fds[1];
+      if (sock != 3) {
+        if (::dup2(sock, 3) < 0) ::_exit(0);
+        sock = 3;
+      }
+      ::close_range(4, ~0u, 0);
+      serve_reads(sock);
+    }
+    ::close(fds[1]);
+    owner_ = parent;
+    pid_ = pid;
+    sock_ = fds[0];
+    served_ = 0;
+    ++started_;
+    return true;
+  }
+
+  Outcome ask(const std::string& path, std::int64_t vocab_size, double limit) {
+    std::string request(sizeof(std::uint32_t) + path.size() + sizeof(std::int64_t), '\0');
+    const auto len = static_cast<std::uint32_t>(path.size());
+    std::memcpy(request.data(), &len, sizeof len);
+    std::memcpy(request.data() + sizeof len, path.data(), path.size());
+    std::memcpy(request.data() + sizeof len + path.size(), &vocab_size, sizeof vocab_size);
+    for (std::size_t sent = 0; sent < request.size();) {
+      const ssize_t n = ::send(sock_, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return ended();
+      sent += static_cast<std::size_t>(n);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit);
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        ::kill(pid_, SIGKILL);
+        return {Outcome::kDeadline, 0};
+      }
+      pollfd pfd{sock_, POLLIN, 0};
+      const int ready = ::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count() + 1, 1000)));
+      if (ready < 0 && errno != EINTR) return ended();
+      if (ready <= 0) continue;
+      char done = 0;
+      const ssize_t n = ::recv(sock_, &done, 1, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n == 1) return {Outcome::kRead, 0};
+      return ended();
+    }
+  }
+
+  // The child closed its end: it ended (died on the file, or exited idle before the request).
+  Outcome ended() {
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    reaped_ = true;
+    return {Outcome::kEnded, status};
+  }
+
+  void stop() {
+    // A process forked from this one (without exec) that exits normally runs this too: the child is
+    // its parent's, not its to end.
+    if (owner_ != ::getpid()) return;
+    if (sock_ >= 0) ::close(sock_);
+    sock_ = -1;
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    forget();
+  }
+
+  void forget() {
+    if (sock_ >= 0) ::close(sock_);
+    sock_ = -1;
+    pid_ = -1;
+    served_ = 0;
+    reaped_ = false;
+  }
+
+  pid_t owner_ = -1, pid_ = -1;
+  int sock_ = -1;
+  std::int64_t served_ = 0, started_ = 0;
+  bool reaped_ = false;
+};
+
+// One reader process and one read at a time: libhdf5 serializes its calls anyway, and a fork while
+// another thread holds libhdf5's lock would leave the child unable to take it.
+std::mutex& read_mutex() {
+  static std::mutex m;
+  return m;
+}
+ReaderProcess& reader_process() {
+  static ReaderProcess r;
+  return r;
 }
 }  // namespace
 
 BertSamples read_bert_hdf5(const std::string& path, std::int64_t vocab_size) {
-  probe_in_child(path, vocab_size);
+  const std::lock_guard lock(read_mutex());
+  reader_process().probe(path, vocab_size);
   return read_checked(path, vocab_size);
 }
+
+namespace detail {
+std::int64_t hdf5_reader_processes_started() {
+  const std::lock_guard lock(read_mutex());
+  return reader_process().started();
+}
+int hdf5_reader_process_id() {
+  const std::lock_guard lock(read_mutex());
+  return reader_process().pid();
+}
+}  // namespace detail
 
 }  // namespace benchhost::text

@@ -39,4 +39,11 @@ void write_bert_hdf5(const std::string& path, const BertSamples& samples);
 /// naming the file and the dataset on a missing, truncated or inconsistent file.
 BertSamples read_bert_hdf5(const std::string& path, std::int64_t vocab_size = 0);
 
+namespace detail {
+/// For tests: how many child processes have read files first (Note [One reader process for many
+/// files] in bert_hdf5.cpp), and the current one's pid (-1 when there is none).
+std::int64_t hdf5_reader_processes_started();
+int hdf5_reader_process_id();
+}  // namespace detail
+
 }  // namespace benchhost::text

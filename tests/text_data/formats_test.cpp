@@ -1,6 +1,7 @@
 // MLPerf BERT HDF5 shards and Megatron MMIDIDX indexed datasets: layout, round trips, and
 // rejection of truncated or corrupt files.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -370,4 +371,45 @@ TEST(BertHdf5, AFileThatCrashesTheHdf5LibraryIsADataError) {
     EXPECT_NE(e.message().find("hdf5_crashes_libhdf5.hdf5"), std::string::npos) << e.message();
     EXPECT_NE(e.message().find("is corrupt: the HDF5 library"), std::string::npos) << e.message();
   }
+}
+
+// Note [One reader process for many files]: one child reads every file first; a crash on one file
+// costs no other file anything, a child that dies between files is replaced, and the verdict on a
+// file comes from a child that has read nothing else.
+TEST(BertHdf5, OneReaderProcessServesManyFilesAndAFailureCostsNoOtherFile) {
+  TempDir dir;
+  const auto docs = docs_of(6);
+  const WordPiece vocab = WordPiece::build(docs, 150);
+  BertSampleOptions opt;
+  opt.seq_len = 32;
+  opt.max_predictions = 4;
+  const BertSamples s = make_bert_samples(docs, vocab, opt);
+  ASSERT_GT(s.count, 0);
+  write_bert_hdf5(dir / "good.hdf5", s);
+  const std::string good = dir / "good.hdf5";
+  const std::string crashes = std::string(BENCHHOST_TEXT_TEST_FILES) + "/hdf5_crashes_libhdf5.hdf5";
+  using benchhost::text::detail::hdf5_reader_process_id;
+  using benchhost::text::detail::hdf5_reader_processes_started;
+
+  EXPECT_EQ(read_bert_hdf5(good, vocab.size()).count, s.count);
+  const int first = hdf5_reader_process_id();
+  ASSERT_GT(first, 0);
+  const std::int64_t started = hdf5_reader_processes_started();
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(read_bert_hdf5(good, vocab.size()).count, s.count);
+  EXPECT_EQ(hdf5_reader_process_id(), first) << "a new child for each file";
+  EXPECT_EQ(hdf5_reader_processes_started(), started);
+
+  // The used child dies on this file; a fresh one reads it again and dies too: a DataError.
+  EXPECT_THROW(read_bert_hdf5(crashes), DataError);
+  EXPECT_EQ(hdf5_reader_processes_started(), started + 1) << "the verdict must come from a fresh child";
+  EXPECT_EQ(read_bert_hdf5(good, vocab.size()).count, s.count);
+  EXPECT_EQ(hdf5_reader_processes_started(), started + 2);
+
+  // A child that died between files (killed here) costs the next file nothing.
+  const int child = hdf5_reader_process_id();
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  EXPECT_EQ(read_bert_hdf5(good, vocab.size()).count, s.count);
+  EXPECT_EQ(hdf5_reader_processes_started(), started + 3);
+  EXPECT_NE(hdf5_reader_process_id(), child);
 }
