@@ -128,8 +128,20 @@ TEST(Image, AJpegHeaderClaimingMoreThanItsDataIsRefused) {
     jpg[at] = 0x3E;
     jpg[at + 1] = 0x80;
   }
-  EXPECT_THROW(decode_jpeg(jpg, "claims_16000.jpg"), DataError);
-  EXPECT_THROW(decode_jpeg_region(jpg, "claims_16000.jpg", CropBox{1000, 2000, 4000, 4000}, 224, 224), DataError);
+  // Refused from the header, before its 768 MB are allocated (Note [JPEG pixels against the bytes
+  // stored]), not when the decoder runs out of data.
+  EXPECT_DATA_ERROR(decode_jpeg(jpg, "claims_16000.jpg"), "more than its");
+  EXPECT_DATA_ERROR(decode_jpeg_region(jpg, "claims_16000.jpg", CropBox{1000, 2000, 4000, 4000}, 224, 224),
+                    "more than its");
+  // The bound holds for real files however well they compress: a flat 2048x2048 image.
+  Tensor flat = Tensor::empty({2048, 2048, 3}, DType::u8);
+  std::memset(flat.data<std::uint8_t>(), 128, static_cast<std::size_t>(flat.numel()));
+  for (int quality : {5, 50}) {
+    const auto small = encode_jpeg(flat, quality);
+    const Tensor back = decode_jpeg(small, "flat.jpg");
+    EXPECT_EQ(back.size(0), 2048);
+    EXPECT_EQ(back.size(1), 2048);
+  }
 }
 
 TEST(Image, RandomResizedCropFollowsTorchvisionRules) {

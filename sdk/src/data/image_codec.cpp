@@ -153,6 +153,28 @@ void check_pixels(std::uint64_t h, std::uint64_t w, const std::string& name) {
              name, w, h, kMaxPixels);
 }
 
+// Note [JPEG pixels against the bytes stored]
+// A Huffman-coded JPEG spends at least one bit on every 8x8 block of every component: the DC
+// coefficient's size category is a Huffman code (at least one bit long), coded for each block in
+// the sequential scan or in the progressive DC scan, and end-of-band runs cover only AC
+// coefficients. So a file of N bytes holds at most 8N blocks of any one component, and a header
+// that claims more is corrupt. Checked after the header and before anything is allocated for the
+// pixels (a progressive file's coefficient buffers at the start of decompression, then the
+// image): a 600-byte file claiming 16000x16000 was refused only after its 768 MB image had been
+// allocated, when libjpeg met the end of the data (JWRN_HIT_MARKER). Arithmetic coding can spend
+// less than a bit on a block, so arithmetic-coded files are not bounded this way.
+void check_blocks_against_bytes(const jpeg_decompress_struct& c, std::size_t bytes, const std::string& name) {
+  if (c.arith_code) return;
+  for (int i = 0; i < c.num_components; ++i) {
+    const auto blocks = static_cast<std::uint64_t>(c.comp_info[i].width_in_blocks) * c.comp_info[i].height_in_blocks;
+    if (blocks > 8 * static_cast<std::uint64_t>(bytes))
+      BH_THROW(DataError,
+               "{}: JPEG header claims {}x{} pixels ({} blocks in component {}), more than its {} bytes can hold "
+               "(corrupt header or truncated file)",
+               name, c.image_width, c.image_height, blocks, i, bytes);
+  }
+}
+
 // Decode the window [y0, y0+rows) x [x0, x0+cols) of the image at 1/scale_denom (x0/cols may be
 // widened to iMCU boundaries; the actual x offset is returned through x0).
 Tensor jpeg_decode(std::span<const std::uint8_t> bytes, const std::string& name, int scale_denom, int channels,
@@ -160,6 +182,7 @@ Tensor jpeg_decode(std::span<const std::uint8_t> bytes, const std::string& name,
   JpegDecoder d;
   if (!jpeg_step_header(&d, bytes.data(), bytes.size())) jpeg_fail(d, name);
   check_pixels(d.cinfo.image_height, d.cinfo.image_width, name);
+  check_blocks_against_bytes(d.cinfo, bytes.size(), name);
   if (!jpeg_step_start(&d, scale_denom, channels)) jpeg_fail(d, name);
   const JDIMENSION ow = d.cinfo.output_width, oh = d.cinfo.output_height;
   if (whole) {
