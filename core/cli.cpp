@@ -212,14 +212,19 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
+  // Close enough to be a typo: at most a third of the word (at least 2 edits) away.
+  const std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
   std::string best;
   std::size_t best_d = static_cast<std::size_t>(-1);
   for (const auto& c : candidates) {
+    // The distance is at least the difference in length: a candidate that cannot come within the
+    // limit, or beat the best so far, is not measured (a megabyte-long unknown option would cost a
+    // quadratic table per candidate).
+    const std::size_t gap = word.size() > c.size() ? word.size() - c.size() : c.size() - word.size();
+    if (gap > limit || gap >= best_d) continue;
     std::size_t d = edit_distance(word, c);
     if (d < best_d) best_d = d, best = c;
   }
-  // Close enough to be a typo: at most a third of the word (at least 2 edits) away.
-  const std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
   if (best_d <= limit) return best;
   // Or the start of a longer name (`dlrm` for `dlrm_dcnv2`): the shortest such.
   best.clear();
