@@ -236,24 +236,6 @@ int MaskRcnn::first_trainable_stage() const {
   return 4;
 }
 
-// The functional convolutions follow the policy as nn::Conv2d does (Note [Layers under a precision
-// policy]): input and weight in the conv class's storage type (bf16/f16 under those precisions),
-// f32 master weights and gradients, the input's gradient back in the input's type.
-Tensor MaskRcnn::conv(Conv2d& c, const Tensor& x) const {
-  const DType h = precision().storage_dtype(benchhost::OpClass::conv);
-  return nn::conv2d_forward(nn::cast(x, h), nn::cast(c.weight().value, h), c.bias() ? c.bias()->value : Tensor(),
-                            c.spec());
-}
-
-Tensor MaskRcnn::conv_backward(Conv2d& c, const Tensor& dy, const Tensor& x, bool input_grad) {
-  const DType h = precision().storage_dtype(benchhost::OpClass::conv);
-  const Tensor dyh = nn::cast(dy, h);
-  Tensor no_bias;
-  nn::conv2d_backward_weights(dyh, nn::cast(x, h), c.weight().grad, c.bias() ? c.bias()->grad : no_bias, c.spec());
-  if (!input_grad) return Tensor();
-  return nn::cast(nn::conv2d_backward_data(dyh, nn::cast(c.weight().value, h), x.shape(), c.spec()), x.dtype());
-}
-
 nn::RoIAlignSpec MaskRcnn::roi_spec(std::int64_t resolution) const {
   nn::RoIAlignSpec s;
   s.pooled_h = s.pooled_w = resolution;
@@ -292,24 +274,24 @@ RpnOutputs MaskRcnn::forward(const Tensor& images) {
 
   // FPN, top-down (fpn.py: interpolate(scale_factor=2, nearest); sizes are exact multiples here).
   std::vector<Tensor> merged(4), p(kLevels);
-  Tensor last = conv(*inner_[3], feats[3]);
+  Tensor last = inner_[3]->apply(feats[3]);
   merged[3] = last;
-  p[3] = conv(*layer_[3], last);
+  p[3] = layer_[3]->apply(last);
   for (int l = 2; l >= 0; --l) {
-    Tensor lateral = conv(*inner_[static_cast<std::size_t>(l)], feats[static_cast<std::size_t>(l)]);
+    Tensor lateral = inner_[static_cast<std::size_t>(l)]->apply(feats[static_cast<std::size_t>(l)]);
     nn::add_(lateral, nn::upsample_nearest2d_forward(last, lateral.size(2), lateral.size(3), nn::ImageLayout::nchw));
     last = lateral;
     merged[static_cast<std::size_t>(l)] = last;
-    p[static_cast<std::size_t>(l)] = conv(*layer_[static_cast<std::size_t>(l)], last);
+    p[static_cast<std::size_t>(l)] = layer_[static_cast<std::size_t>(l)]->apply(last);
   }
   p[4] = nn::max_pool2d_forward(p[3], p6_spec());
 
   RpnOutputs out;
   std::vector<Tensor> ts;
   for (int l = 0; l < kLevels; ++l) {
-    const Tensor t = nn::relu(conv(*rpn_conv_, p[static_cast<std::size_t>(l)]));
-    out.objectness.push_back(conv(*rpn_cls_, t));
-    out.deltas.push_back(conv(*rpn_box_, t));
+    const Tensor t = nn::relu(rpn_conv_->apply(p[static_cast<std::size_t>(l)]));
+    out.objectness.push_back(rpn_cls_->apply(t));
+    out.deltas.push_back(rpn_box_->apply(t));
     out.grid_sizes.emplace_back(t.size(2), t.size(3));
     if (train) ts.push_back(t);
   }
@@ -409,9 +391,9 @@ void MaskRcnn::backward(const std::vector<Tensor>& dobj, const std::vector<Tenso
   for (int l = 0; l < kLevels; ++l) {
     const auto li = static_cast<std::size_t>(l);
     const Tensor& t = rpn_t_[li];
-    Tensor dt = conv_backward(*rpn_cls_, dobj[li], t, true);
-    nn::add_(dt, conv_backward(*rpn_box_, ddelta[li], t, true));
-    accumulate(dp[li], conv_backward(*rpn_conv_, relu_mask(dt, t), p_[li], true));
+    Tensor dt = rpn_cls_->apply_backward(dobj[li], t, true);
+    nn::add_(dt, rpn_box_->apply_backward(ddelta[li], t, true));
+    accumulate(dp[li], rpn_conv_->apply_backward(relu_mask(dt, t), p_[li], true));
   }
   rpn_t_.clear();
 
@@ -423,10 +405,10 @@ void MaskRcnn::backward(const std::vector<Tensor>& dobj, const std::vector<Tenso
   Tensor dmerged;
   for (int l = 0; l < 4; ++l) {
     const auto li = static_cast<std::size_t>(l);
-    Tensor dm = dp[li].defined() ? conv_backward(*layer_[li], dp[li], merged_[li], true) : Tensor();
+    Tensor dm = dp[li].defined() ? layer_[li]->apply_backward(dp[li], merged_[li], true) : Tensor();
     if (!dm.defined()) dm = Tensor::zeros(merged_[li].shape(), merged_[li].dtype(), merged_[li].device());
     if (dmerged.defined()) nn::add_(dm, dmerged);
-    dc[li] = conv_backward(*inner_[li], dm, c_[li], stage_trainable(li));
+    dc[li] = inner_[li]->apply_backward(dm, c_[li], stage_trainable(li));
     if (l < 3) dmerged = nn::upsample_nearest2d_backward(dm, merged_[li + 1].shape(), nn::ImageLayout::nchw);
   }
   merged_.clear();

@@ -155,8 +155,6 @@ class MaskRcnn : public nn::Module {
  private:
   int first_trainable_stage() const;  // 0..3, 4 when no stage trains
   bool stage_trainable(std::size_t s) const;
-  Tensor conv(nn::Conv2d& c, const Tensor& x) const;
-  Tensor conv_backward(nn::Conv2d& c, const Tensor& dy, const Tensor& x, bool input_grad);
   nn::RoIAlignSpec roi_spec(std::int64_t resolution) const;
   double count_macs(std::int64_t h, std::int64_t w, bool frozen_only) const;
 

@@ -54,13 +54,10 @@ std::int64_t stage_width(const RetinaNetConfig& c, std::size_t s) {
 }
 std::int64_t stage_out(const RetinaNetConfig& c, std::size_t s) { return (c.stem_channels << s) * 4; }
 
-/// Layer `keep`s its input for backward: Conv2d::forward; otherwise the functional convolution,
-/// under the policy as Conv2d::forward runs (input and weight in the conv class's storage type).
+/// Layer `keep`s its input for backward: Conv2d::forward; otherwise Conv2d::apply (the same
+/// convolution under the policy, keeping nothing).
 Tensor run_conv(Conv2d& c, const Tensor& x, bool keep) {
-  if (keep) return c.forward(x);
-  const DType h = c.precision().storage_dtype(benchhost::OpClass::conv);
-  return nn::conv2d_forward(nn::cast(x, h), nn::cast(c.weight().value, h), c.bias() ? c.bias()->value : Tensor(),
-                            c.spec());
+  return keep ? c.forward(x) : c.apply(x);
 }
 
 bool cpu_f32(const Tensor& a, const Tensor& b) {
@@ -252,25 +249,6 @@ int RetinaNet::first_trainable_stage() const {
   return 4;
 }
 
-// The FPN and head convolutions follow the policy as nn::Conv2d does (Note [Layers under a
-// precision policy]): input and weight in the conv class's storage type (bf16/f16 under those
-// precisions; the f32 master weight was passed as is, so every one of them was promoted to an f32
-// convolution), f32 master weights and gradients, the input's gradient back in the input's type.
-Tensor RetinaNet::conv(Conv2d& c, const Tensor& x) const {
-  const DType h = precision().storage_dtype(benchhost::OpClass::conv);
-  return nn::conv2d_forward(nn::cast(x, h), nn::cast(c.weight().value, h), c.bias() ? c.bias()->value : Tensor(),
-                            c.spec());
-}
-
-Tensor RetinaNet::conv_backward(Conv2d& c, const Tensor& dy, const Tensor& x, bool input_grad) {
-  const DType h = precision().storage_dtype(benchhost::OpClass::conv);
-  const Tensor dyh = nn::cast(dy, h);
-  Tensor no_bias;
-  nn::conv2d_backward_weights(dyh, nn::cast(x, h), c.weight().grad, c.bias() ? c.bias()->grad : no_bias, c.spec());
-  if (!input_grad) return Tensor();
-  return nn::cast(nn::conv2d_backward_data(dyh, nn::cast(c.weight().value, h), x.shape(), c.spec()), x.dtype());
-}
-
 // Note [RetinaNet architecture]: [N, H*W*A, per_anchor] in (y, x, anchor) order.
 Tensor RetinaNet::head_output(const Tensor& y, std::int64_t per_anchor) const {
   const nn::ImageDims d = nn::image_dims(y.shape(), config_.layout, "RetinaNet head");
@@ -323,20 +301,20 @@ HeadOutputs RetinaNet::forward(const Tensor& images) {
 
   // FPN, top-down.
   std::vector<Tensor> merged(3), p(kLevels);
-  Tensor last = conv(*inner_[2], feats[2]);
+  Tensor last = inner_[2]->apply(feats[2]);
   merged[2] = last;
-  p[2] = conv(*layer_[2], last);
+  p[2] = layer_[2]->apply(last);
   for (int l = 1; l >= 0; --l) {
-    Tensor lateral = conv(*inner_[l], feats[l]);
+    Tensor lateral = inner_[l]->apply(feats[l]);
     const nn::ImageDims ld = nn::image_dims(lateral.shape(), c.layout, "RetinaNet FPN");
     nn::add_(lateral, nn::upsample_nearest2d_forward(last, ld.h, ld.w, c.layout));
     last = lateral;
     merged[l] = last;
-    p[l] = conv(*layer_[l], last);
+    p[l] = layer_[l]->apply(last);
   }
-  p[3] = conv(*p6_, p[2]);
+  p[3] = p6_->apply(p[2]);
   const Tensor relu_p6 = nn::relu(p[3]);
-  p[4] = conv(*p7_, relu_p6);
+  p[4] = p7_->apply(relu_p6);
 
   HeadOutputs out;
   std::vector<std::vector<Tensor>> cls_acts(kLevels), box_acts(kLevels);
@@ -349,13 +327,13 @@ HeadOutputs RetinaNet::forward(const Tensor& images) {
       Tensor t = p[l];
       acts.push_back(t);
       for (Conv2d* cv : convs) {
-        t = nn::relu(conv(*cv, t));
+        t = nn::relu(cv->apply(t));
         acts.push_back(t);
       }
       if (which == 0)
-        out.cls_logits.push_back(head_output(conv(*cls_logits_, t), c.num_classes));
+        out.cls_logits.push_back(head_output(cls_logits_->apply(t), c.num_classes));
       else
-        out.bbox_deltas.push_back(head_output(conv(*bbox_reg_, t), 4));
+        out.bbox_deltas.push_back(head_output(bbox_reg_->apply(t), 4));
     }
   }
   if (train) {
@@ -388,10 +366,10 @@ void RetinaNet::backward(const std::vector<Tensor>& dcls, const std::vector<Tens
       auto& acts = which == 0 ? cls_acts_[l] : box_acts_[l];
       const auto& convs = which == 0 ? cls_convs_ : box_convs_;
       const Tensor g = which == 0 ? head_grad(dcls[l], gh, gw, c.num_classes) : head_grad(dbox[l], gh, gw, 4);
-      Tensor dt = conv_backward(which == 0 ? *cls_logits_ : *bbox_reg_, g, acts.back(), true);
+      Tensor dt = (which == 0 ? *cls_logits_ : *bbox_reg_).apply_backward(g, acts.back(), true);
       for (std::size_t i = convs.size(); i-- > 0;) {
         dt = relu_mask(dt, acts[i + 1]);
-        dt = conv_backward(*convs[i], dt, acts[i], true);
+        dt = convs[i]->apply_backward(dt, acts[i], true);
       }
       accumulate(dp[l], dt);
     }
@@ -400,18 +378,18 @@ void RetinaNet::backward(const std::vector<Tensor>& dcls, const std::vector<Tens
   box_acts_.clear();
 
   // FPN extra levels: P7 = p7(relu(P6)), P6 = p6(P5).
-  Tensor drelu6 = conv_backward(*p7_, dp[4], relu_p6_, true);
+  Tensor drelu6 = p7_->apply_backward(dp[4], relu_p6_, true);
   accumulate(dp[3], relu_mask(drelu6, relu_p6_));
-  accumulate(dp[2], conv_backward(*p6_, dp[3], p5_, true));
+  accumulate(dp[2], p6_->apply_backward(dp[3], p5_, true));
   relu_p6_ = p5_ = Tensor();
 
   // FPN top-down path in reverse: merged[l] = lateral(C_l) + up(merged[l + 1]).
   std::vector<Tensor> dc(3);
   Tensor dmerged;  // gradient reaching merged[l] from the finer level
   for (int l = 0; l < 3; ++l) {
-    Tensor dm = conv_backward(*layer_[l], dp[l], merged_[l], true);
+    Tensor dm = layer_[l]->apply_backward(dp[l], merged_[l], true);
     if (dmerged.defined()) nn::add_(dm, dmerged);
-    dc[l] = conv_backward(*inner_[l], dm, c_[l], stage_trainable(c, static_cast<std::size_t>(l + 1)));
+    dc[l] = inner_[l]->apply_backward(dm, c_[l], stage_trainable(c, static_cast<std::size_t>(l + 1)));
     if (l < 2) dmerged = nn::upsample_nearest2d_backward(dm, merged_[l + 1].shape(), c.layout);
   }
   merged_.clear();

@@ -124,10 +124,8 @@ class RetinaNet : public nn::Module {
   std::vector<nn::Parameter*> trainable_parameters();
 
  private:
-  Tensor conv(nn::Conv2d& c, const Tensor& x) const;
   Tensor head_output(const Tensor& y, std::int64_t per_anchor) const;
   Tensor head_grad(const Tensor& d, std::int64_t h, std::int64_t w, std::int64_t per_anchor) const;
-  Tensor conv_backward(nn::Conv2d& c, const Tensor& dy, const Tensor& x, bool input_grad);
   int first_trainable_stage() const;  // 0..3, 4 when no stage trains
   double count_macs(std::int64_t h, std::int64_t w, bool frozen_only) const;
 

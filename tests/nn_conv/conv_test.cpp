@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include "benchhost/nn/conv.hpp"
+#include "benchhost/nn/ops.hpp"
+#include "benchhost/precision.hpp"
 #include "benchhost/nn/registry.hpp"
 #include "common/gradcheck.hpp"
 
@@ -135,6 +137,41 @@ TEST(Conv2d, BackwardMatchesReference) {
     conv2d_backward_weights(dy, x, dw, db, c.spec);
     EXPECT_TRUE(tensors_close(dw, weights.outputs[0], 1e-4, 1e-4));
     if (c.bias) EXPECT_TRUE(tensors_close(db, weights.outputs[1], 1e-4, 1e-4));
+  }
+}
+
+// Conv2d::apply / apply_backward compute what forward / backward do, under the layer's policy
+// (RetinaNet's and Mask R-CNN's heads use one layer on every pyramid level this way).
+TEST(Conv2d, ApplyComputesWhatForwardAndBackwardDo) {
+  Conv2dSpec spec;
+  spec.pad_h = spec.pad_w = 1;
+  for (const char* precision : {"fp32", "bf16"}) {
+    SCOPED_TRACE(precision);
+    Conv2d conv(4, 6, 3, 3, spec, true);
+    conv.set_precision(PrecisionPolicy::create(precision, Device::cpu()));
+    conv.weight().value = random_tensor({6, 4, 3, 3}, 1);
+    conv.bias()->value = random_tensor({6}, 2);
+    const Tensor x = random_tensor({2, 4, 5, 7}, 3), dy = random_tensor({2, 6, 5, 7}, 4);
+    auto zero_grads = [&] {
+      conv.weight().grad.zero_();
+      conv.bias()->grad.zero_();
+    };
+    zero_grads();
+    const Tensor y_apply = conv.apply(x);
+    const Tensor dx_apply = conv.apply_backward(dy, x, true);
+    const Tensor dw_apply = conv.weight().grad.clone(), db_apply = conv.bias()->grad.clone();
+    // A second use adds its gradients; no input gradient when none is asked for.
+    EXPECT_FALSE(conv.apply_backward(dy, x, false).defined());
+    EXPECT_TRUE(tensors_close(conv.weight().grad, nn::add(dw_apply, dw_apply), 1e-5, 1e-6));
+    zero_grads();
+    const Tensor y = conv.forward(x);
+    const Tensor dx = conv.backward(dy);
+    EXPECT_EQ(y_apply.dtype(), y.dtype());
+    EXPECT_EQ(dx_apply.dtype(), DType::f32);
+    EXPECT_TRUE(tensors_close(y_apply, y, 0, 0));
+    EXPECT_TRUE(tensors_close(dx_apply, dx, 0, 0));
+    EXPECT_TRUE(tensors_close(dw_apply, conv.weight().grad, 0, 0));
+    EXPECT_TRUE(tensors_close(db_apply, conv.bias()->grad, 0, 0));
   }
 }
 

@@ -47,6 +47,19 @@ Tensor Conv2d::backward(const Tensor& dy) {
   return dx;
 }
 
+Tensor Conv2d::apply(const Tensor& x) const {
+  const DType h = precision().storage_dtype(OpClass::conv);
+  return conv2d_forward(cast(x, h), cast(weight_->value, h), bias_ ? bias_->value : Tensor(), spec_);
+}
+
+Tensor Conv2d::apply_backward(const Tensor& dy, const Tensor& x, bool input_grad) {
+  const DType h = precision().storage_dtype(OpClass::conv);
+  const Tensor dyh = cast(dy, h);
+  conv2d_backward_weights(dyh, cast(x, h), weight_->grad, bias_ ? bias_->grad : no_bias_grad_, spec_);
+  if (!input_grad) return Tensor();
+  return cast(conv2d_backward_data(dyh, cast(weight_->value, h), x.shape(), spec_), x.dtype());
+}
+
 BatchNorm2d::BatchNorm2d(std::int64_t channels, const BatchNormSpec& spec)
     : channels_(channels), spec_(spec) {
   BH_CHECK_AS(InvalidArgument, channels > 0 && spec.eps > 0 && spec.momentum >= 0 &&

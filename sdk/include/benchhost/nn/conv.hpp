@@ -202,6 +202,14 @@ class Conv2d : public Layer {
          std::int64_t kernel_w, const Conv2dSpec& spec, bool bias = false);
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
+  /// The layer as a function, for a convolution applied to several inputs (a head shared by the
+  /// levels of a feature pyramid) or one whose input the caller keeps anyway. apply() computes
+  /// what forward() does, under the same policy, and keeps nothing. apply_backward() adds one
+  /// use's weight (and bias) gradient, given that use's input x, and returns the gradient of x in
+  /// x's type, or an undefined tensor when `input_grad` is false. It does not mark the gradients
+  /// ready: the caller does, once every use has been differentiated.
+  Tensor apply(const Tensor& x) const;
+  Tensor apply_backward(const Tensor& dy, const Tensor& x, bool input_grad);
   const Conv2dSpec& spec() const { return spec_; }
   Parameter& weight() { return *weight_; }
   Parameter* bias() { return bias_; }
