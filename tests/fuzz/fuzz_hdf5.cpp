@@ -1,7 +1,9 @@
 // BERT's MLPerf HDF5 shards (datasets/text/bert_hdf5.cpp): the sizes each dataset declares held
-// against the bytes the file stores, then the read itself, which runs first in a forked child
-// (Note [HDF5 files read twice]) so that a file crashing libhdf5 is a DataError. The fork makes
-// this harness slow per input, hence its own binary apart from fuzz_datasets.
+// against the bytes the file stores, then the read itself, which runs first in a child process
+// (Note [HDF5 files read twice]) so that a file crashing libhdf5 is a DataError. One child serves
+// every input (Note [One reader process for many files]), but an input that ends it costs two
+// forks, and each input is read twice: this harness is slow per input, hence its own binary apart
+// from fuzz_datasets.
 #include "fuzz.hpp"
 #include "text/bert_hdf5.hpp"
 
