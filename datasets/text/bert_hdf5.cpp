@@ -35,6 +35,14 @@ struct H5Id {
   bool ok() const { return id >= 0; }
 };
 
+// Every use of libhdf5 here, one at a time: the library serializes its calls anyway, and a fork
+// (Note [One reader process for many files]) while another thread held libhdf5's lock would leave
+// the child unable to take it.
+std::mutex& hdf5_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 void quiet_hdf5() {
   static const bool once = [] {
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
@@ -140,6 +148,7 @@ std::int64_t BertSamples::num_predictions(std::int64_t i) const {
 }
 
 void write_bert_hdf5(const std::string& path, const BertSamples& s) {
+  const std::lock_guard lock(hdf5_mutex());
   quiet_hdf5();
   H5Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   BH_CHECK_AS(DataError, file.ok(), "cannot create HDF5 file '{}'", path);
@@ -413,12 +422,6 @@ class ReaderProcess {
   bool reaped_ = false;
 };
 
-// One reader process and one read at a time: libhdf5 serializes its calls anyway, and a fork while
-// another thread holds libhdf5's lock would leave the child unable to take it.
-std::mutex& read_mutex() {
-  static std::mutex m;
-  return m;
-}
 ReaderProcess& reader_process() {
   static ReaderProcess r;
   return r;
@@ -426,18 +429,18 @@ ReaderProcess& reader_process() {
 }  // namespace
 
 BertSamples read_bert_hdf5(const std::string& path, std::int64_t vocab_size) {
-  const std::lock_guard lock(read_mutex());
+  const std::lock_guard lock(hdf5_mutex());
   reader_process().probe(path, vocab_size);
   return read_checked(path, vocab_size);
 }
 
 namespace detail {
 std::int64_t hdf5_reader_processes_started() {
-  const std::lock_guard lock(read_mutex());
+  const std::lock_guard lock(hdf5_mutex());
   return reader_process().started();
 }
 int hdf5_reader_process_id() {
-  const std::lock_guard lock(read_mutex());
+  const std::lock_guard lock(hdf5_mutex());
   return reader_process().pid();
 }
 }  // namespace detail
