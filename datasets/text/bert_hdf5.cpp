@@ -229,7 +229,7 @@ BertSamples read_checked(const std::string& path, std::int64_t vocab_size) {
 //
 // Note [One reader process for many files]
 // A fork per file cost every shard a copy of this process's page tables, which grow with the
-// shards already loaded, and made fuzz_hdf5 run at 55 files a second (ASan's quarantine is large).
+// shards already loaded, and held fuzz_hdf5 to about 76 files a second (results/fuzz/2026-11-27).
 // So one child serves every file: the parent sends it a path over a socket pair and it answers each
 // with one byte when its read has ended (a DataError in the child is no verdict: the parent's own
 // read reports it). A file before may have left libhdf5's state in that child damaged, so a child
