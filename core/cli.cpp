@@ -334,7 +334,10 @@ fs::path resolve_config(const std::string& name, const std::string& plugin, cons
   for (const auto& root : roots) {
     for (const std::string& candidate : {name, name + ".conf"}) {
       fs::path p = root / plugin / candidate;
-      if (fs::is_regular_file(p, ec)) return fs::weakly_canonical(p);
+      if (fs::is_regular_file(p, ec)) {
+        fs::path r = fs::weakly_canonical(p, ec);
+        return ec ? fs::absolute(p) : r;
+      }
       tried.push_back(p.lexically_normal().string());
     }
   }
@@ -499,10 +502,20 @@ Settings parse_cli(int argc, const char* const* argv, const WorkloadInfo* info, 
     // Two reports in one file would overwrite each other: one of them would be lost.
     const std::vector<std::pair<const char*, const std::string*>> outputs{
         {"--output", &s.output}, {"--csv", &s.csv}, {"--mllog", &s.mllog}, {"--html", &s.html}};
+    // Resolved as the filesystem does where it can (links, ".."), else compared as written, made
+    // absolute: a name the filesystem refuses (a component longer than NAME_MAX) is not this
+    // check's to report; the report's own check names it (Note [A report that cannot be written]).
+    auto resolved = [](const std::string& name) {
+      std::error_code ec;
+      fs::path p = fs::absolute(name, ec);
+      if (ec) return fs::path(name).lexically_normal();
+      fs::path r = fs::weakly_canonical(p, ec);
+      return ec ? p.lexically_normal() : r;
+    };
     for (std::size_t i = 0; i < outputs.size(); ++i)
       for (std::size_t j = i + 1; j < outputs.size(); ++j)
         if (!outputs[i].second->empty() && !outputs[j].second->empty() &&
-            fs::weakly_canonical(fs::absolute(*outputs[i].second)) == fs::weakly_canonical(fs::absolute(*outputs[j].second)))
+            resolved(*outputs[i].second) == resolved(*outputs[j].second))
           BH_USAGE("options {} and {} name the same file '{}': each report needs its own", outputs[i].first,
                    outputs[j].first, *outputs[i].second);
   }

@@ -78,6 +78,23 @@ int check_mllog(const PreParsed& pre, const fs::path& exe_dir, std::FILE* err) {
   return kExitHostError;
 }
 
+// Note [A report that cannot be written] (events.cpp): a report file the run could never write is
+// refused before anything runs, naming its option.
+void check_report_paths(const Settings& s) {
+  const std::pair<const char*, const std::string*> whole[] = {
+      {"-o/--output", &s.output}, {"--csv", &s.csv}, {"--html", &s.html}};
+  auto check = [](const char* option, const fs::path& path, bool replaced_whole) {
+    try {
+      check_report_path(path, replaced_whole);
+    } catch (const Error& e) {
+      BH_USAGE("option {}: {}; nothing was run", option, e.message());
+    }
+  };
+  for (const auto& [option, path] : whole)
+    if (!path->empty()) check(option, *path, true);
+  if (!s.mllog.empty()) check("--mllog", MllogReporter::path_for_run(s.mllog, 1, s.runs), false);
+}
+
 }  // namespace
 
 std::string list_text(const PluginRegistry& reg) {
@@ -201,6 +218,12 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
                  BENCHHOST_GIT_DIRTY ? ", dirty" : "", BENCHHOST_ABI_MAJOR, BENCHHOST_ABI_MINOR);
     return kExitOk;
   }
+  // Relative paths (configs, data, reports) all need one; a directory removed under the shell has none.
+  if (std::error_code ec; fs::current_path(ec).empty() || ec) {
+    std::fprintf(err, "benchhost: error: the working directory is gone (%s); cd to a directory that exists and run "
+                 "again\n", ec.message().c_str());
+    return kExitUsage;
+  }
   const fs::path exe_dir = executable_dir();
   if (pre.command == "check-mllog") return check_mllog(pre, exe_dir, err);
   if (pre.command == "report") return report_command(pre.passthrough, out, err);
@@ -280,6 +303,7 @@ int run_main(int argc, const char* const* argv, std::FILE* out, std::FILE* err) 
     // Note [Crash isolation] (isolation.cpp): a single process without a launcher supervises a
     // worker process that runs the plugin; under a launcher every rank runs it itself.
     supervise = s.isolation && !worker && env.world_size == 1 && env.launcher == "none";
+    if (!worker && env.rank == 0) check_report_paths(s);  // rank 0 writes the reports
     if (env.world_size > 1 && s.device == "cuda") s.device = device_for_local_rank(env, DeviceType::cuda).str();
     // Processes on one node share its cores unless --threads says otherwise: two ranks each
     // running all cores' worth of threads measure the oversubscription, not the machine.

@@ -87,7 +87,10 @@ void EventBus::mllog(const std::string& event_type, const std::string& key, nloh
 // the measurement goes on, the other reporters keep writing, and the failure is said at once on
 // stderr and again at the end, where it makes the exit code 4 (commands.cpp). A reporter that
 // failed is still called: the JSON and CSV reports rewrite their whole file on every record, so a
-// later write can succeed once space is freed; only its first failure is reported.
+// later write can succeed once space is freed; only its first failure is reported. A report that
+// could never be written (a directory that cannot be created or written, a name the filesystem
+// refuses, a link, directory or device where a report would replace its file) is refused before
+// anything runs, naming its option (check_report_paths, commands.cpp): exit 1, nothing measured.
 template <class F>
 void EventBus::deliver(std::size_t i, F&& f) {
   try {

@@ -27,21 +27,38 @@ using nlohmann::ordered_json;
 // exist: renaming over a device node, a directory or a symlink would replace the node or the link
 // itself (as root, -o /dev/full turned the device into a file), so those are refused. The temporary
 // is created by mkostemp (O_CREAT|O_EXCL: never through a planted symlink, never an existing file).
-// Every write, the fsync and the close are checked: a full disk usually shows at one of them.
-void write_file_atomically(const fs::path& path, const std::string& content) {
+namespace {
+// The report's directory (created if missing) and a new temporary file in it; `tmp` gets its name.
+// Refuses a target that exists and is not a regular file when `regular_only`.
+int create_temporary_beside(const fs::path& path, std::string& tmp, bool regular_only) {
   fs::path dir = path.parent_path();
   if (!dir.empty()) {
     std::error_code ec;
     fs::create_directories(dir, ec);
   }
   struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+  if (regular_only && ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     BH_THROW(Error, "refusing to write {}: it exists and is not a regular file ({}); name a new or regular file",
              path.string(), S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a directory" : "a device, "
              "FIFO or socket");
-  std::string tmp = path.string() + ".tmp.XXXXXX";
+  tmp = path.string() + ".tmp.XXXXXX";
   const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0) BH_THROW(Error, "cannot write {}: cannot create a temporary file beside it: {}", path.string(), std::strerror(errno));
+  return fd;
+}
+}  // namespace
+
+void check_report_path(const fs::path& path, bool replaced_whole) {
+  std::string tmp;
+  const int fd = create_temporary_beside(path, tmp, replaced_whole);
+  ::close(fd);
+  ::unlink(tmp.c_str());
+}
+
+// Every write, the fsync and the close are checked: a full disk usually shows at one of them.
+void write_file_atomically(const fs::path& path, const std::string& content) {
+  std::string tmp;
+  const int fd = create_temporary_beside(path, tmp, true);
   auto fail = [&](const char* what, int e) {
     ::close(fd);
     ::unlink(tmp.c_str());

@@ -17,6 +17,12 @@ namespace benchhost::host {
 /// A reader sees the old file or the new one, never half of one. Throws Error naming the path.
 void write_file_atomically(const std::filesystem::path& path, const std::string& content);
 
+/// Before anything runs (Note [A report that cannot be written]): that a report at `path` can be
+/// written, its directory created and a file made in it, and, for a file replaced whole
+/// (write_file_atomically), that `path` is not a link, directory or device. Throws Error naming
+/// the path and the reason. A full disk can still fail the write itself later.
+void check_report_path(const std::filesystem::path& path, bool replaced_whole);
+
 /// What every report starts with (see docs/report-schema.md).
 struct ReportHeader {
   nlohmann::ordered_json invocation;   ///< argv, plugin, mode, device, precision, options, ...

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "cli.hpp"
+#include "reporters.hpp"
 #include "test_support.hpp"
 
 using namespace benchhost::host;
@@ -29,26 +30,69 @@ std::size_t count_lines(const fs::path& p) {
 
 }  // namespace
 
+// Refused before anything runs (check_report_paths), so a long run is not spent on a report that
+// could never be written; write_file_atomically refuses the same at every write.
 TEST(ReportFiles, NeverReplaceADeviceNodeOrFollowALink) {
   bhtest::TempDir tmp("reports");
   const fs::path target = tmp.path / "elsewhere.json", link = tmp.path / "link.json";
   fs::create_symlink(target, link);
   auto p = bhtest::run_benchhost(dirs() + fmt::format("--plugin toy --mode train -b 4 -w 0 -i 2 -o '{}'", link.string()));
-  EXPECT_EQ(p.exit_code, kExitHostError) << p.output;
+  EXPECT_EQ(p.exit_code, kExitUsage) << p.output;
+  EXPECT_NE(p.output.find("option -o/--output: refusing to write"), std::string::npos) << p.output;
   EXPECT_NE(p.output.find("is not a regular file (a symbolic link)"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("nothing was run"), std::string::npos) << p.output;
+  EXPECT_EQ(p.output.find("PASSED"), std::string::npos) << "nothing is measured: " << p.output;
   EXPECT_TRUE(fs::is_symlink(link));
   EXPECT_FALSE(fs::exists(target)) << "the report went through the link";
-  EXPECT_NE(p.output.find("PASSED"), std::string::npos) << "the measurement itself ran: " << p.output;
+  EXPECT_THROW(write_file_atomically(link, "{}"), benchhost::Error);
+  EXPECT_FALSE(fs::exists(target)) << "the report went through the link";
 
   // A character device (what /dev/full is); creating one needs privileges, a FIFO does not.
   const fs::path node = tmp.path / "node";
   ASSERT_EQ(::mkfifo(node.c_str(), 0666), 0);
-  p = bhtest::run_benchhost(dirs() + fmt::format("--plugin toy --mode train -b 4 -w 0 -i 2 -o '{}'", node.string()));
-  EXPECT_EQ(p.exit_code, kExitHostError) << p.output;
+  p = bhtest::run_benchhost(dirs() + fmt::format("--plugin toy --mode train -b 4 -w 0 -i 2 --csv '{}'", node.string()));
+  EXPECT_EQ(p.exit_code, kExitUsage) << p.output;
+  EXPECT_NE(p.output.find("option --csv: refusing to write"), std::string::npos) << p.output;
   EXPECT_NE(p.output.find("not a regular file"), std::string::npos) << p.output;
   EXPECT_TRUE(fs::is_fifo(node));
   for (const auto& e : fs::directory_iterator(tmp.path))
     EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "a temporary file was left: " << e.path();
+}
+
+// Found by fuzz_cli: a component longer than NAME_MAX threw filesystem_error out of the option
+// checks; before that, such a report (or one in a directory that cannot be made) failed only when
+// the first result was written, after the run.
+TEST(ReportFiles, AReportThatCouldNeverBeWrittenIsRefusedBeforeTheRun) {
+  bhtest::TempDir tmp("reports");
+  const std::string long_name(300, 'a');
+  auto p = bhtest::run_benchhost(dirs() + fmt::format("--plugin toy --mode train -b 4 -w 0 -i 2 -o '{}' --csv '{}'",
+                                                      (tmp.path / long_name / "r.json").string(),
+                                                      (tmp.path / long_name / "r.csv").string()));
+  EXPECT_EQ(p.exit_code, kExitUsage) << p.output;
+  EXPECT_NE(p.output.find("option -o/--output: cannot write"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("File name too long; nothing was run"), std::string::npos) << p.output;
+  EXPECT_EQ(p.output.find("PASSED"), std::string::npos) << p.output;
+
+  // A directory that cannot be made: its parent is a file.
+  std::ofstream(tmp.path / "file") << "x";
+  p = bhtest::run_benchhost(dirs() + fmt::format("--plugin toy --seed 3 --mllog '{}'", (tmp.path / "file" / "run.mllog").string()));
+  EXPECT_EQ(p.exit_code, kExitUsage) << p.output;
+  EXPECT_NE(p.output.find("option --mllog: cannot write"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("Not a directory; nothing was run"), std::string::npos) << p.output;
+
+  // The check leaves nothing behind, and a writable report is written as before.
+  const fs::path json = tmp.path / "new" / "r.json";
+  p = bhtest::run_benchhost(dirs() + fmt::format("--plugin toy --mode train -b 4 -w 0 -i 2 -o '{}'", json.string()));
+  EXPECT_EQ(p.exit_code, kExitOk) << p.output;
+  EXPECT_TRUE(fs::is_regular_file(json));
+  for (const auto& e : fs::recursive_directory_iterator(tmp.path))
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "a temporary file was left: " << e.path();
+
+  // A working directory removed under the shell: said, not an abort.
+  p = bhtest::run_command(fmt::format("mkdir '{0}/gone' && cd '{0}/gone' && rmdir '{0}/gone' && '{1}' {2} --plugin toy",
+                                      tmp.path.string(), BENCHHOST_EXECUTABLE, dirs()));
+  EXPECT_EQ(p.exit_code, kExitUsage) << p.output;
+  EXPECT_NE(p.output.find("the working directory is gone"), std::string::npos) << p.output;
 }
 
 TEST(ReportFiles, AFailedWriteIsReportedAndTheSweepGoesOn) {
