@@ -1,6 +1,7 @@
 #include "data.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 
 #include <fmt/format.h>
@@ -37,16 +38,54 @@ text::BertPrepared ensure_bert_data(const std::string& data_dir, const std::stri
 
 }  // namespace
 
-BertData read_data_folder(const std::string& dir, const std::string& corpus, const text::BertPrepareOptions& build) {
+namespace {
+std::size_t bytes_held(const text::BertSamples& s) {
+  std::size_t n = 0;
+  for (const auto* v : {&s.input_ids, &s.input_mask, &s.segment_ids, &s.masked_lm_positions, &s.masked_lm_ids,
+                        &s.next_sentence_labels})
+    n += v->size() * sizeof(std::int32_t);
+  return n;
+}
+}  // namespace
+
+BertData read_data_folder(const std::string& dir, const std::string& corpus, const text::BertPrepareOptions& build,
+                          const MemoryBudget* budget) {
   const auto files = ensure_bert_data(dir, corpus, build);
   BertData d;
   d.vocab = text::WordPiece::load(files.vocab_file);
   const std::int64_t vocab = d.vocab.size();
+  // Note [Training data held in memory]: the first shard's samples per byte of file, times every
+  // file's bytes; the training set is reserved at that count, so it is not reallocated (twice
+  // its size at once) as the shards are appended.
+  auto file_bytes = [](const std::string& f) {
+    std::error_code ec;
+    const auto n = std::filesystem::file_size(f, ec);
+    return ec ? 0.0 : static_cast<double>(n);
+  };
+  double train_file_bytes = 0;
+  for (const auto& f : files.train_files) train_file_bytes += file_bytes(f);
+  bool first = true;
   for (const auto& f : files.train_files) {
     auto shard = text::read_bert_hdf5(f, vocab);
-    if (d.train.count == 0) {
-      d.train = std::move(shard);
-      continue;
+    if (first) {
+      first = false;
+      if (const double size = file_bytes(f); size > 0 && shard.count > 0) {
+        const double per_file_byte = static_cast<double>(bytes_held(shard)) / size;
+        const double all_files = train_file_bytes + file_bytes(files.eval_file);
+        lm::check_data_fits("bert", dir, per_file_byte * all_files,
+                            fmt::format("{} training shards and eval.hdf5, {} of files; the first shard's samples take "
+                                        "{:.2f} times its file's size", files.train_files.size(), lm::size_text(all_files),
+                                        per_file_byte),
+                            budget ? *budget : memory_budget(Device::cpu()));
+      }
+      if (files.train_files.size() == 1) {
+        d.train = std::move(shard);
+        break;
+      }
+      d.train.seq_len = shard.seq_len;
+      d.train.max_predictions = shard.max_predictions;
+      if (const double size = file_bytes(f); size > 0)
+        d.train.reserve(static_cast<std::int64_t>(static_cast<double>(shard.count) * train_file_bytes / size * 1.02) + 1);
     }
     BH_CHECK_AS(DataError, shard.seq_len == d.train.seq_len && shard.max_predictions == d.train.max_predictions,
                 "'{}' has seq_len {} / max_predictions {}, unlike the first shard ({} / {})", f, shard.seq_len,

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "benchhost/memory_budget.hpp"
 #include "model.hpp"
 #include "text/bert_hdf5.hpp"
 #include "text/prepare.hpp"
@@ -32,8 +33,11 @@ struct BertData {
 /// The MLPerf layout in `dir` (part_*.hdf5 training shards, concatenated in file order;
 /// eval.hdf5; vocab.txt), built first from `corpus` with `build`'s vocabulary and sample options
 /// when the folder holds none (Note [A data folder built once from a corpus]). Token ids are
-/// checked against the vocabulary; every shard must have the first one's shapes.
-BertData read_data_folder(const std::string& dir, const std::string& corpus, const text::BertPrepareOptions& build);
+/// checked against the vocabulary; every shard must have the first one's shapes. The whole folder
+/// must fit the host's memory (Note [Training data held in memory]): OutOfMemory otherwise, before
+/// more than the first shard is read; `budget` replaces memory_budget(cpu) (tests).
+BertData read_data_folder(const std::string& dir, const std::string& corpus, const text::BertPrepareOptions& build,
+                          const MemoryBudget* budget = nullptr);
 
 /// Synthetic training and evaluation sets for runs without data: max(4 x batch, 64) training
 /// samples from `seed`, max(eval_batch, 16) evaluation samples from seed + 1 (synthetic_samples).

@@ -38,12 +38,18 @@ text::GptPrepared ensure_gpt_data(const std::string& dir, const std::string& cor
 }  // namespace
 
 TokenStreams read_data_folder(const std::string& dir, const std::string& corpus, std::int32_t merges,
-                              std::int64_t seq_len) {
+                              std::int64_t seq_len, const MemoryBudget* budget) {
   const auto files = ensure_gpt_data(dir, corpus, merges);
   TokenStreams d;
   d.vocab = files.vocab_size;
-  d.train = text::IndexedDataset(files.train_prefix).all_tokens();
-  d.valid = text::IndexedDataset(files.valid_prefix).all_tokens();
+  const text::IndexedDataset train(files.train_prefix), valid(files.valid_prefix);
+  // Note [Training data held in memory]: the indexes count the tokens; each is held as an int32.
+  const double tokens = static_cast<double>(train.num_tokens()) + static_cast<double>(valid.num_tokens());
+  lm::check_data_fits("gpt3", dir, tokens * sizeof(std::int32_t),
+                      fmt::format("{} training and {} validation tokens, 4 bytes each", train.num_tokens(), valid.num_tokens()),
+                      budget ? *budget : memory_budget(Device::cpu()));
+  d.train = train.all_tokens();
+  d.valid = valid.all_tokens();
   for (const auto* v : {&d.train, &d.valid})
     for (std::int32_t tok : *v)
       BH_CHECK_AS(DataError, tok >= 0 && tok < d.vocab, "gpt3: token {} in '{}' is outside the tokenizer's vocabulary of {}",

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "benchhost/device.hpp"
+#include "benchhost/memory_budget.hpp"
 #include "benchhost/tensor.hpp"
 
 namespace benchhost::gpt3 {
@@ -25,9 +26,11 @@ struct TokenStreams {
 /// train_text_document / valid_text_document (Megatron .bin/.idx) and bpe.txt in `dir`, built
 /// first from `corpus` with `merges` BPE merges when the folder holds none (Note [A data folder
 /// built once from a corpus]). Every token is checked against the tokenizer's vocabulary; each
-/// stream must hold more than one window of `seq_len`.
+/// stream must hold more than one window of `seq_len`. Both streams must fit the host's memory
+/// (Note [Training data held in memory]): OutOfMemory otherwise, before any token is copied;
+/// `budget` replaces memory_budget(cpu) (tests).
 TokenStreams read_data_folder(const std::string& dir, const std::string& corpus, std::int32_t merges,
-                              std::int64_t seq_len);
+                              std::int64_t seq_len, const MemoryBudget* budget = nullptr);
 
 /// Uniformly random tokens for runs without data: max(4 x batch, 16) training windows from
 /// Rng(seed), validation = their first eval_batch windows.

@@ -57,4 +57,23 @@ void ensure_corpus_data_folder(const CorpusDataFolder& f, const std::function<bo
               f.contents);
 }
 
+std::string size_text(double bytes) {
+  constexpr double KiB = 1024.0, MiB = KiB * 1024.0, GiB = MiB * 1024.0;
+  if (bytes >= GiB) return fmt::format("{:.2f} GiB", bytes / GiB);
+  if (bytes >= MiB) return fmt::format("{:.1f} MiB", bytes / MiB);
+  return fmt::format("{:.0f} KiB", bytes / KiB);
+}
+
+void check_data_fits(const std::string& plugin, const std::string& dir, double bytes, const std::string& what,
+                     const MemoryBudget& budget) {
+  const double usable = 0.75 * budget.available_bytes;
+  if (budget.available_bytes <= 0 || bytes <= usable) return;
+  throw OutOfMemory(fmt::format("{}: the data in '{}' takes about {} in memory ({}), and {} holds every sample in host "
+                                "memory, but three quarters of the {} available is {} ({}); use a machine with more "
+                                "memory, or a data folder with a part of the data",
+                                plugin, dir, size_text(bytes), what, plugin, size_text(budget.available_bytes),
+                                size_text(usable), budget.source),
+                    static_cast<std::size_t>(bytes), __FILE__, __LINE__);
+}
+
 }  // namespace benchhost::lm

@@ -17,6 +17,8 @@
 #include <functional>
 #include <string>
 
+#include "benchhost/memory_budget.hpp"
+
 namespace benchhost::lm {
 
 struct CorpusDataFolder {
@@ -36,5 +38,19 @@ struct CorpusDataFolder {
 void ensure_corpus_data_folder(const CorpusDataFolder& folder,
                                const std::function<bool(const std::string& dir)>& holds_data,
                                const std::function<void(const std::string& corpus_file, const std::string& out_dir)>& build);
+
+/// Note [Training data held in memory]
+/// bert and gpt3 hold every training and evaluation sample in host memory (an epoch is a shuffle
+/// over all of them). MLPerf's full datasets are hundreds of GB, so before a folder is loaded the
+/// workload estimates what it will take; a folder that cannot fit is OutOfMemory (the run's status
+/// OOM) with what to do, not a kill by the kernel half-way through loading. It must fit in three
+/// quarters of what the host has available now (memory_budget(cpu): MemAvailable, within any
+/// cgroup limit); the rest is for the model, its activations and the process. An unknown budget
+/// (0) checks nothing.
+/// `what` says what the estimate counts ("12 shards, 1.2 GiB on disk"), for the message.
+/// size_text writes a byte count for such messages: "1.21 GiB", "3.4 MiB", "12 KiB".
+void check_data_fits(const std::string& plugin, const std::string& dir, double bytes, const std::string& what,
+                     const MemoryBudget& budget);
+std::string size_text(double bytes);
 
 }  // namespace benchhost::lm

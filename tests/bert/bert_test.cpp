@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "benchhost/metrics/accuracy.hpp"
@@ -15,6 +16,8 @@
 #include "common/lm_mini_context.hpp"
 #include "model_costs.hpp"
 #include "text/corpus.hpp"
+#include "text/prepare.hpp"
+#include "text_data/text_test_util.hpp"
 #include "workload.hpp"
 
 using namespace benchhost;
@@ -45,6 +48,20 @@ std::int64_t masked_lm_correct(const bert::BertOutput& out, const bert::BertBatc
 
 std::string refusal(const std::string& name, const std::string& value) {
   return test_support::option_refusal<bert::BertWorkload>(name, value);
+}
+
+
+// A small plain-text corpus: 12 documents of 30 sentences over 150 words.
+std::string write_small_corpus(const std::string& path) {
+  std::ofstream out(path);
+  for (int d = 0; d < 12; ++d) {
+    for (int s = 0; s < 30; ++s) {
+      for (int k = 0; k < 6 + (d + s) % 7; ++k) out << (k ? " " : "") << "w" << (d * 31 + s * 7 + k * 3) % 150;
+      out << ".\n";
+    }
+    out << "\n";
+  }
+  return path;
 }
 
 }  // namespace
@@ -231,4 +248,47 @@ TEST(BertModes, DeclaredTrainFlopsMatchAHandCount) {
   const double forward_macs = 2 * layer + mlm + pooler_nsp;
   EXPECT_NEAR(info.train_flops_per_sample, 3 * 2 * forward_macs, 1e-9 * forward_macs);
   EXPECT_NEAR(info.infer_flops_per_sample, 2 * forward_macs, 1e-9 * forward_macs);
+}
+
+// Note [Training data held in memory]: the whole folder is estimated from the first shard and
+// refused as OutOfMemory, naming the budget, before any other shard is read; what fits is the
+// shards in file order.
+TEST(BertData, AFolderThatCannotFitInMemoryIsRefusedBeforeItIsRead) {
+  text::test::TempDir dir;
+  text::BertPrepareOptions opt;
+  opt.corpus = write_small_corpus(dir / "corpus.txt");
+  opt.out_dir = dir / "data";
+  opt.vocab_size = 300;
+  opt.train_shards = 3;
+  opt.heldout_every = 4;
+  opt.samples.seq_len = 32;
+  opt.samples.max_predictions = 5;
+  const text::BertPrepared prepared = text::prepare_bert_data(opt);
+  ASSERT_EQ(prepared.train_files.size(), 3u);
+
+  const MemoryBudget plenty{1e12, 1e12, "test: plenty"};
+  const bert::BertData all = bert::read_data_folder(opt.out_dir, "", opt, &plenty);
+  text::BertSamples expected = text::read_bert_hdf5(prepared.train_files[0]);
+  for (std::size_t f = 1; f < prepared.train_files.size(); ++f) {
+    const text::BertSamples shard = text::read_bert_hdf5(prepared.train_files[f]);
+    for (std::int64_t i = 0; i < shard.count; ++i) expected.append(shard, i);
+  }
+  text::test::expect_same_samples(all.train, expected);
+  EXPECT_EQ(all.train.count, prepared.train_samples);
+
+  // The second shard made unreadable: the refusal must come before it is read.
+  const auto size = std::filesystem::file_size(prepared.train_files[1]);
+  std::ofstream(prepared.train_files[1], std::ios::trunc) << std::string(size, 'x');
+  const MemoryBudget tight{1e12, 4096, "test: a 4 KiB cgroup"};
+  try {
+    bert::read_data_folder(opt.out_dir, "", opt, &tight);
+    ADD_FAILURE() << "a folder of 3 shards fitted 3 KiB";
+  } catch (const OutOfMemory& e) {
+    EXPECT_NE(e.message().find("bert: the data in"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("3 training shards and eval.hdf5"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("the 4 KiB available is 3 KiB (test: a 4 KiB cgroup)"), std::string::npos) << e.message();
+    EXPECT_GT(e.requested_bytes(), static_cast<std::size_t>(expected.count * 32 * 3 * 4));
+  }
+  const MemoryBudget unknown{};
+  EXPECT_THROW(bert::read_data_folder(opt.out_dir, "", opt, &unknown), DataError) << "an unknown budget checks nothing";
 }

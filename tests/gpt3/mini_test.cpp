@@ -6,12 +6,17 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "benchhost/options.hpp"
 #include "common/host_run.hpp"
 #include "common/lm_mini_context.hpp"
+#include "data.hpp"
 #include "text/corpus.hpp"
+#include "text/indexed_dataset.hpp"
+#include "text/prepare.hpp"
+#include "text_data/text_test_util.hpp"
 #include "workload.hpp"
 
 using namespace benchhost;
@@ -25,6 +30,20 @@ RunContext mini_context(std::map<std::string, std::string> overrides = {}) {
 
 std::string refusal(const std::string& name, const std::string& value) {
   return test_support::option_refusal<gpt3::GptWorkload>(name, value);
+}
+
+
+// A small plain-text corpus: 12 documents of 30 sentences over 150 words.
+std::string write_small_corpus(const std::string& path) {
+  std::ofstream out(path);
+  for (int d = 0; d < 12; ++d) {
+    for (int s = 0; s < 30; ++s) {
+      for (int k = 0; k < 6 + (d + s) % 7; ++k) out << (k ? " " : "") << "w" << (d * 31 + s * 7 + k * 3) % 150;
+      out << ".\n";
+    }
+    out << "\n";
+  }
+  return path;
 }
 
 }  // namespace
@@ -143,4 +162,35 @@ TEST(Gpt3Modes, DeclaredTrainFlopsMatchAHandCount) {
   const double forward_macs = 2 * layer + logits;
   EXPECT_NEAR(info.train_flops_per_sample, 3 * 2 * forward_macs, 1e-9 * forward_macs);
   EXPECT_NEAR(info.infer_flops_per_sample, 2 * forward_macs, 1e-9 * forward_macs);
+}
+
+// Note [Training data held in memory]: the indexes' token counts against the budget, before any
+// token is copied.
+TEST(Gpt3Data, StreamsThatCannotFitInMemoryAreRefusedBeforeTheyAreCopied) {
+  text::test::TempDir dir;
+  text::GptPrepareOptions opt;
+  opt.corpus = write_small_corpus(dir / "corpus.txt");
+  opt.out_dir = dir / "data";
+  opt.merges = 20;
+  opt.heldout_every = 4;
+  const text::GptPrepared prepared = text::prepare_gpt_data(opt);
+  const std::int64_t train_tokens = text::IndexedDataset(prepared.train_prefix).num_tokens(),
+                     valid_tokens = text::IndexedDataset(prepared.valid_prefix).num_tokens();
+
+  const MemoryBudget plenty{1e12, 1e12, "test: plenty"};
+  const gpt3::TokenStreams d = gpt3::read_data_folder(opt.out_dir, "", opt.merges, 8, &plenty);
+  EXPECT_EQ(static_cast<std::int64_t>(d.train.size()), train_tokens);
+  EXPECT_EQ(static_cast<std::int64_t>(d.valid.size()), valid_tokens);
+
+  const MemoryBudget tight{1e12, 4.0 * static_cast<double>(train_tokens + valid_tokens), "test: a small cgroup"};
+  try {
+    gpt3::read_data_folder(opt.out_dir, "", opt.merges, 8, &tight);
+    ADD_FAILURE() << "the streams fitted in a quarter less than they take";
+  } catch (const OutOfMemory& e) {
+    EXPECT_NE(e.message().find("gpt3: the data in"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find(fmt::format("{} training and {} validation tokens, 4 bytes each", train_tokens, valid_tokens)),
+              std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("test: a small cgroup"), std::string::npos) << e.message();
+    EXPECT_EQ(e.requested_bytes(), static_cast<std::size_t>(4 * (train_tokens + valid_tokens)));
+  }
 }
