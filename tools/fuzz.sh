@@ -56,18 +56,19 @@ run_one() {
   before=$(ls "$work" | wc -l)
   mkdir -p "$out/$f"
   local rc=0 asan=$ASAN_OPTIONS
-  # fuzz_hdf5 reads every input first in a child process (Note [HDF5 files read twice]), and each
-  # fork copies the page tables of all the memory ASan's quarantine of freed blocks holds (256 MB
-  # by default): 16 MB makes a fork cheaper. Many inputs make libhdf5 ask malloc for what a header
-  # field claims (16 GB for a local heap, 2^59 bytes): ASan mapped and unpoisoned each block up
-  # to 2 GB before libFuzzer's malloc limit ended the child (2.4 s an input, two children), and a
-  # corpus full of them ran at 25 executions/s. Over 2 GB malloc now returns NULL at once, which
-  # libhdf5 reports as an error, as glibc's malloc does when memory is short; operator new still
-  # ends the process with an ASan report, so our own code's oversized allocations stay findings
-  # (results/fuzz/2026-11-27/hdf5-allocation-limit). Symbolizing each report runs a symbolizer
+  # fuzz_hdf5 reads every input in a child process (Note [HDF5 files read in a child process]), and
+  # each fork copies the page tables of all the memory ASan's quarantine of freed blocks holds (256
+  # MB by default): 16 MB makes a fork cheaper. Many inputs make libhdf5 ask malloc for what a
+  # header field claims (1.8 GB for a superblock, 16 GB for a local heap, 2^59 bytes): ASan mapped
+  # and unpoisoned each block before libFuzzer's malloc limit ended the child (2.4 s an input, two
+  # children), and a corpus full of them ran at 25 executions/s. Over 512 MB malloc now returns
+  # NULL at once, which libhdf5 reports as an error: what the reader's address-space limit does
+  # outside a sanitizer (256 MiB + 64x the file while libhdf5 parses it; inputs here are at most
+  # 256 KB). operator new still ends the process with an ASan report, so our own code's oversized
+  # allocations stay findings (results/fuzz/2026-11-27/hdf5-allocation-limit). Symbolizing each report runs a symbolizer
   # process and halved the rate; a finding in the fuzzer itself still names the modules and
   # offsets, and its crash file replays with symbols (fuzz_hdf5 <file>).
-  [ "$f" = hdf5 ] && asan="$asan:quarantine_size_mb=16:symbolize=0:allocator_may_return_null=1:max_allocation_size_mb=2048"
+  [ "$f" = hdf5 ] && asan="$asan:quarantine_size_mb=16:symbolize=0:allocator_may_return_null=1:max_allocation_size_mb=512"
   # One process, no forking: the counts below are this fuzzer's alone. 2 GiB RSS and 20 s per input
   # are findings (a reader that allocates what the input's size cannot justify, or hangs).
   (cd "$out/$f" && ASAN_OPTIONS=$asan "$OLDPWD/$build/bin/fuzz_$f" -runs="$runs" -max_total_time="$max_time" -rss_limit_mb=2048 -timeout=20 -max_len=262144 \

@@ -4,19 +4,31 @@
 
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
+#include <cinttypes>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <new>
 #include <numeric>
+#include <optional>
+#include <utility>
+
+#include <fmt/format.h>
 
 #include "benchhost/error.hpp"
 
@@ -88,8 +100,29 @@ void check_declared_size(hid_t file, hid_t set, hid_t type, const std::string& p
                 logical, stored);
 }
 
+// Set in the reader process (Note [HDF5 files read in a child process]): its address-space limit
+// grows by what each dataset, its declared size checked, will take.
+bool in_reader_process = false;
+
+void allow_memory(double bytes) {
+  if (!in_reader_process) return;
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return;
+  const double want = static_cast<double>(lim.rlim_cur) + bytes;
+  lim.rlim_cur = lim.rlim_max != RLIM_INFINITY && want >= static_cast<double>(lim.rlim_max) ? lim.rlim_max
+                 : want >= 1.8e19                                                         ? RLIM_INFINITY
+                                                                                          : static_cast<rlim_t>(want);
+  ::setrlimit(RLIMIT_AS, &lim);
+}
+
+// Note [Datasets this process reads itself]
+// The reader process need not copy every array to this process: a dataset stored contiguously,
+// unfiltered, as native int32, wholly inside the file, is bytes at an offset. For those it sends
+// the offset (raw_offset), and this process reads them from the file with pread, one copy and no
+// libhdf5, then checks every value as for the rest. That is how MLPerf's fixed-length shards are
+// stored; compressed or converted datasets come through the memory file.
 std::vector<std::int32_t> read_dataset(hid_t file, const std::string& path, const char* name,
-                                       std::vector<hsize_t>& dims) {
+                                       std::vector<hsize_t>& dims, std::int64_t* raw_offset = nullptr) {
   if (H5Lexists(file, name, H5P_DEFAULT) <= 0)
     BH_THROW(DataError, "'{}' has no dataset '{}' (not an MLPerf BERT HDF5 shard)", path, name);
   H5Id set(H5Dopen2(file, name, H5P_DEFAULT), H5Dclose);
@@ -109,6 +142,21 @@ std::vector<std::int32_t> read_dataset(hid_t file, const std::string& path, cons
   }
   BH_CHECK_AS(DataError, n < (hsize_t{1} << 31), "'{}': dataset '{}' has {} elements (too many)", path, name, n);
   check_declared_size(file, set.id, type.id, path, name, n);
+  if (raw_offset != nullptr) {
+    *raw_offset = -1;
+    const haddr_t at = H5Dget_offset(set.id);
+    hsize_t file_bytes = 0;
+    H5Id plist(H5Dget_create_plist(set.id), H5Pclose);
+    if (n > 0 && at != HADDR_UNDEF && H5Tequal(type.id, H5T_NATIVE_INT32) > 0 && plist.ok() &&
+        H5Pget_layout(plist.id) == H5D_CONTIGUOUS && H5Pget_nfilters(plist.id) == 0 &&
+        H5Pget_external_count(plist.id) == 0 && H5Fget_filesize(file, &file_bytes) >= 0 && at <= file_bytes &&
+        n * sizeof(std::int32_t) <= file_bytes - at && at < (hsize_t{1} << 62)) {
+      *raw_offset = static_cast<std::int64_t>(at);
+      return {};
+    }
+  }
+  // The array, and as much again for libhdf5's conversion buffers and decompressed chunks.
+  allow_memory(2.0 * static_cast<double>(n) * sizeof(std::int32_t));
   std::vector<std::int32_t> out(static_cast<std::size_t>(n));
   if (n > 0)
     BH_CHECK_AS(DataError, H5Dread(set.id, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) >= 0,
@@ -168,32 +216,31 @@ void write_bert_hdf5(const std::string& path, const BertSamples& s) {
 extern "C" void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
 
 namespace {
-// The read itself (read_bert_hdf5 runs it twice: Note [HDF5 files read twice]).
-BertSamples read_checked(const std::string& path, std::int64_t vocab_size) {
-  quiet_hdf5();
-  if (H5Fis_hdf5(path.c_str()) <= 0)
-    BH_THROW(DataError, "'{}' is missing or not an HDF5 file (truncated or corrupt?)", path);
-  H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  BH_CHECK_AS(DataError, file.ok(), "cannot open HDF5 file '{}' (truncated or corrupt?)", path);
-  BertSamples s;
-  std::vector<hsize_t> d_ids, d_mask, d_seg, d_pos, d_lm, d_nsp;
-  s.input_ids = read_dataset(file.id, path, "input_ids", d_ids);
-  s.input_mask = read_dataset(file.id, path, "input_mask", d_mask);
-  s.segment_ids = read_dataset(file.id, path, "segment_ids", d_seg);
-  s.masked_lm_positions = read_dataset(file.id, path, "masked_lm_positions", d_pos);
-  s.masked_lm_ids = read_dataset(file.id, path, "masked_lm_ids", d_lm);
-  s.next_sentence_labels = read_dataset(file.id, path, "next_sentence_labels", d_nsp);
-  BH_CHECK_AS(DataError, d_ids.size() == 2 && d_mask == d_ids && d_seg == d_ids,
-              "'{}': input_ids, input_mask and segment_ids must all be [N, seq_len]", path);
-  BH_CHECK_AS(DataError, d_pos.size() == 2 && d_lm == d_pos && d_pos[0] == d_ids[0],
-              "'{}': masked_lm_positions and masked_lm_ids must be [N, max_predictions] with N = {}", path, d_ids[0]);
-  BH_CHECK_AS(DataError, (d_nsp.size() == 1 || (d_nsp.size() == 2 && d_nsp[1] == 1)) && d_nsp[0] == d_ids[0],
-              "'{}': next_sentence_labels must be [N] with N = {}", path, d_ids[0]);
-  s.count = static_cast<std::int64_t>(d_ids[0]);
-  s.seq_len = static_cast<std::int64_t>(d_ids[1]);
-  s.max_predictions = static_cast<std::int64_t>(d_pos[1]);
-  BH_CHECK_AS(DataError, s.seq_len >= 3 && s.max_predictions >= 1, "'{}': seq_len {} / max_predictions {} too small",
-              path, s.seq_len, s.max_predictions);
+// Every value of `s` in its range (the shapes are the arrays' sizes). The reader process checks
+// them, and this process again on what it receives.
+// One branch-free pass first (a 270 MB shard in a few tens of ms); the element-by-element loops
+// that name the first bad value run only when it finds one.
+bool values_in_range(const BertSamples& s, std::int64_t vocab_size) {
+  // Unsigned compares: a negative value is huge.
+  const auto vocab = static_cast<std::uint32_t>(vocab_size > 0 && vocab_size < (std::int64_t{1} << 31)
+                                                    ? vocab_size
+                                                    : (std::int64_t{1} << 31));
+  const auto seq = static_cast<std::uint32_t>(s.seq_len);
+  std::uint32_t bad = 0;
+  const auto tokens = static_cast<std::size_t>(s.count * s.seq_len);
+  for (std::size_t i = 0; i < tokens; ++i)
+    bad |= static_cast<std::uint32_t>(static_cast<std::uint32_t>(s.input_ids[i]) >= vocab) |
+           (static_cast<std::uint32_t>(s.input_mask[i]) >> 1) | (static_cast<std::uint32_t>(s.segment_ids[i]) >> 1);
+  const auto predictions = static_cast<std::size_t>(s.count * s.max_predictions);
+  for (std::size_t i = 0; i < predictions; ++i)
+    bad |= static_cast<std::uint32_t>(static_cast<std::uint32_t>(s.masked_lm_positions[i]) >= seq) |
+           static_cast<std::uint32_t>(static_cast<std::uint32_t>(s.masked_lm_ids[i]) >= vocab);
+  for (std::int64_t i = 0; i < s.count; ++i) bad |= static_cast<std::uint32_t>(s.next_sentence_labels[i]) >> 1;
+  return bad == 0;
+}
+
+void check_values(const BertSamples& s, const std::string& path, std::int64_t vocab_size) {
+  if (values_in_range(s, vocab_size)) return;
   for (std::int64_t i = 0; i < s.count * s.seq_len; ++i) {
     const auto id = s.input_ids[i];
     BH_CHECK_AS(DataError, id >= 0 && (vocab_size <= 0 || id < vocab_size),
@@ -212,17 +259,58 @@ BertSamples read_checked(const std::string& path, std::int64_t vocab_size) {
   for (std::int64_t i = 0; i < s.count; ++i)
     BH_CHECK_AS(DataError, (s.next_sentence_labels[i] | 1) == 1, "'{}': next_sentence_labels[{}] = {} is not 0 or 1",
                 path, i, s.next_sentence_labels[i]);
+}
+
+// The read itself, in the reader process (Note [HDF5 files read in a child process]), or here when
+// no process can be started. With `raw` (the reader process), datasets this process can read itself
+// are left empty and their offsets given (Note [Datasets this process reads itself]), and the values
+// are checked here, where all of them arrive.
+using RawOffsets = std::array<std::int64_t, 6>;
+BertSamples read_checked(const std::string& path, std::int64_t vocab_size, RawOffsets* raw = nullptr) {
+  quiet_hdf5();
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    BH_THROW(DataError, "'{}' is missing or not an HDF5 file (truncated or corrupt?)", path);
+  H5Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  BH_CHECK_AS(DataError, file.ok(), "cannot open HDF5 file '{}' (truncated or corrupt?)", path);
+  BertSamples s;
+  std::vector<hsize_t> d_ids, d_mask, d_seg, d_pos, d_lm, d_nsp;
+  auto at = [&](std::size_t k) { return raw != nullptr ? &(*raw)[k] : nullptr; };
+  s.input_ids = read_dataset(file.id, path, "input_ids", d_ids, at(0));
+  s.input_mask = read_dataset(file.id, path, "input_mask", d_mask, at(1));
+  s.segment_ids = read_dataset(file.id, path, "segment_ids", d_seg, at(2));
+  s.masked_lm_positions = read_dataset(file.id, path, "masked_lm_positions", d_pos, at(3));
+  s.masked_lm_ids = read_dataset(file.id, path, "masked_lm_ids", d_lm, at(4));
+  s.next_sentence_labels = read_dataset(file.id, path, "next_sentence_labels", d_nsp, at(5));
+  BH_CHECK_AS(DataError, d_ids.size() == 2 && d_mask == d_ids && d_seg == d_ids,
+              "'{}': input_ids, input_mask and segment_ids must all be [N, seq_len]", path);
+  BH_CHECK_AS(DataError, d_pos.size() == 2 && d_lm == d_pos && d_pos[0] == d_ids[0],
+              "'{}': masked_lm_positions and masked_lm_ids must be [N, max_predictions] with N = {}", path, d_ids[0]);
+  BH_CHECK_AS(DataError, (d_nsp.size() == 1 || (d_nsp.size() == 2 && d_nsp[1] == 1)) && d_nsp[0] == d_ids[0],
+              "'{}': next_sentence_labels must be [N] with N = {}", path, d_ids[0]);
+  s.count = static_cast<std::int64_t>(d_ids[0]);
+  s.seq_len = static_cast<std::int64_t>(d_ids[1]);
+  s.max_predictions = static_cast<std::int64_t>(d_pos[1]);
+  BH_CHECK_AS(DataError, s.seq_len >= 3 && s.max_predictions >= 1, "'{}': seq_len {} / max_predictions {} too small",
+              path, s.seq_len, s.max_predictions);
+  if (raw == nullptr) check_values(s, path, vocab_size);
   return s;
 }
 
-// Note [HDF5 files read twice]
+// Note [HDF5 files read in a child process]
 // libhdf5 does not check every structure of a file against its size: a crafted or corrupted
 // B-tree or heap address makes it read through a null or wild pointer (fuzz_datasets found one in
-// Debian's 1.10.8: H5F__accum_read under H5G__stab_lookup) or loop. Our checks come after its
-// parsing and cannot catch that. Each file is therefore first read in a child process: if the
-// child dies, exits abnormally or runs past a deadline, the file is a DataError naming it and this
-// process never parses it; otherwise the same read runs here (the second read costs what the first
-// did, once per shard at setup).
+// Debian's 1.10.8: H5F__accum_read under H5G__stab_lookup) or loop, and a superblock field can make
+// it allocate and zero 1.8 GB for a 6 KB file (fuzz_hdf5). Our checks come after its parsing and
+// cannot catch that. So this process never parses a shard: a child process reads it, checks it and
+// sends the samples back over a socket (check_values runs again here on what arrives). If the child
+// dies, exits or runs past a deadline, the file is a DataError naming it; a DataError in the child
+// is sent back as the verdict. The child's address space is limited for each file to what it had
+// plus 256 MiB plus 64 times the file's size while libhdf5 parses its structure, and grows by twice
+// each dataset's array once its declared size has been held against the bytes stored (Note [HDF5
+// sizes against the bytes stored]), so a file that makes libhdf5 allocate what its size cannot
+// justify fails there as a DataError, not here as a machine out of memory. (Not under a sanitizer, whose shadow memory
+// reserves terabytes of address space; tools/fuzz.sh caps single allocations instead.) Only when no
+// process can be started does the read run here.
 //
 // The child is forked once and kept for the next file (Note [One reader process for many files]).
 // It only reads files and _exits (glibc keeps malloc usable after fork).
@@ -231,15 +319,119 @@ BertSamples read_checked(const std::string& path, std::int64_t vocab_size) {
 // A fork per file cost every shard a copy of this process's page tables, which grow with the
 // shards already loaded, and held fuzz_hdf5 to about 76 files a second (results/fuzz/2026-11-27).
 // So one child serves every file: the parent sends it a path over a socket pair and it answers each
-// with one byte when its read has ended (a DataError in the child is no verdict: the parent's own
-// read reports it). A file before may have left libhdf5's state in that child damaged, so a child
-// that has served other files gives no verdict: if it dies or runs past the deadline, the file goes
-// to a fresh child, and only a fresh child's failure makes it a DataError. The child closes every
-// descriptor but its socket and the standard streams (it must not hold this process's pipes open),
-// ignores SIGINT and SIGHUP (Ctrl-C is the parent's to handle), and ends when the parent closes
-// the socket, when the thread that forked it ends (PR_SET_PDEATHSIG), or after kIdleSeconds
+// with the samples or a DataError's message. A file before may have left libhdf5's state in that
+// child damaged, so a child that has served other files gives no verdict by dying: if it dies or
+// runs past the deadline, the file goes to a fresh child, and only a fresh child's death makes it
+// a DataError. (A DataError it sends is taken from any child: our checks made it.) The child closes
+// every descriptor but its socket and the standard streams (it must not hold this process's pipes
+// open), ignores SIGINT and SIGHUP (Ctrl-C is the parent's to handle), and ends when the parent
+// closes the socket, when the thread that forked it ends (PR_SET_PDEATHSIG), or after kIdleSeconds
 // without a file, so that it does not keep the memory it shares with its parent's past for long.
 constexpr int kIdleSeconds = 10;
+constexpr std::uint32_t kMaxMessage = 1u << 16;
+
+bool write_all(int fd, const void* src, std::size_t n) {
+  const auto* p = static_cast<const char*>(src);
+  while (n > 0) {
+    const ssize_t put = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) return false;
+    p += put;
+    n -= static_cast<std::size_t>(put);
+  }
+  return true;
+}
+
+// The child's address-space limit for reading `path` (Note [HDF5 files read in a child process]).
+void limit_memory_for(const std::string& path) {
+  if (__sanitizer_set_death_callback != nullptr) return;  // a sanitizer's shadow reserves terabytes
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(path, ec);
+  std::uint64_t pages = 0;
+  if (std::FILE* f = std::fopen("/proc/self/statm", "re")) {
+    if (std::fscanf(f, "%" SCNu64, &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  if (pages == 0) return;
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_AS, &lim) != 0) return;
+  const double want = static_cast<double>(pages) * static_cast<double>(::sysconf(_SC_PAGESIZE)) + 256.0 * (1 << 20) +
+                      64.0 * static_cast<double>(ec ? 0 : bytes);
+  rlim_t soft = want >= 1.8e19 ? RLIM_INFINITY : static_cast<rlim_t>(want);
+  if (lim.rlim_max != RLIM_INFINITY && soft > lim.rlim_max) soft = lim.rlim_max;
+  lim.rlim_cur = soft;
+  ::setrlimit(RLIMIT_AS, &lim);
+}
+
+// The child's answer: 'M', count, seq_len, max_predictions and the six arrays' file offsets (-1:
+// not read from the file; i64 each), with the descriptor of a memory file holding the other arrays
+// in order (SCM_RIGHTS: two copies and no round trips through the socket's small buffer); 'S' and
+// the same with those arrays on the socket where no memory file can be made; or 'E', a u32 length
+// and a DataError's message.
+bool send_samples(int sock, const BertSamples& s, const RawOffsets& raw) {
+  std::int64_t head[9] = {s.count, s.seq_len, s.max_predictions};
+  std::copy(raw.begin(), raw.end(), head + 3);
+  const std::vector<const std::vector<std::int32_t>*> arrays{&s.input_ids, &s.input_mask, &s.segment_ids,
+                                                            &s.masked_lm_positions, &s.masked_lm_ids,
+                                                            &s.next_sentence_labels};
+  const int fd = ::memfd_create("benchhost-bert-shard", MFD_CLOEXEC);
+  if (fd >= 0) {
+    bool ok = true;
+    for (std::size_t k = 0; k < arrays.size(); ++k) {
+      if (raw[k] >= 0) continue;
+      const auto* p = reinterpret_cast<const char*>(arrays[k]->data());
+      std::size_t n = arrays[k]->size() * sizeof(std::int32_t);
+      while (ok && n > 0) {
+        const ssize_t put = ::write(fd, p, n);
+        if (put < 0 && errno == EINTR) continue;
+        ok = put > 0;
+        if (ok) {
+          p += put;
+          n -= static_cast<std::size_t>(put);
+        }
+      }
+    }
+    if (ok) {
+      char tag = 'M';
+      iovec iov[2] = {{&tag, 1}, {head, sizeof head}};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = 2;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+      ssize_t put = 0;
+      do put = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+      while (put < 0 && errno == EINTR);
+      ::close(fd);
+      // The descriptor went with the first byte; the rest of the header, if the socket took less.
+      if (put <= 0) return false;
+      const std::size_t whole = 1 + sizeof head;
+      if (static_cast<std::size_t>(put) < whole)
+        return write_all(sock, reinterpret_cast<const char*>(head) + (static_cast<std::size_t>(put) - 1),
+                         whole - static_cast<std::size_t>(put));
+      return true;
+    }
+    ::close(fd);
+  }
+  const char tag = 'S';
+  if (!write_all(sock, &tag, 1) || !write_all(sock, head, sizeof head)) return false;
+  for (std::size_t k = 0; k < arrays.size(); ++k)
+    if (raw[k] < 0 && !write_all(sock, arrays[k]->data(), arrays[k]->size() * sizeof(std::int32_t))) return false;
+  return true;
+}
+
+bool send_error(int sock, std::string message) {
+  if (message.size() > kMaxMessage) message.resize(kMaxMessage);
+  const char tag = 'E';
+  const auto len = static_cast<std::uint32_t>(message.size());
+  return write_all(sock, &tag, 1) && write_all(sock, &len, sizeof len) && write_all(sock, message.data(), len);
+}
 
 // The child's side: read requests (u32 path length, path, i64 vocab_size) until EOF or idleness.
 [[noreturn]] void serve_reads(int sock) {
@@ -265,12 +457,27 @@ constexpr int kIdleSeconds = 10;
     if (!read_exact(&len, sizeof len) || len > (1u << 20)) ::_exit(0);
     std::string path(len, '\0');
     if (!read_exact(path.data(), len) || !read_exact(&vocab_size, sizeof vocab_size)) ::_exit(0);
+    in_reader_process = true;
+    limit_memory_for(path);
+    bool sent = false;
+    errno = 0;
     try {
-      (void)read_checked(path, vocab_size);
-    } catch (...) {  // a DataError: the parent's own read reports it
+      RawOffsets raw;
+      raw.fill(-1);
+      const BertSamples s = read_checked(path, vocab_size, &raw);
+      sent = send_samples(sock, s, raw);
+    } catch (const DataError& e) {
+      std::string message = e.message();
+      // libhdf5 reports a failed allocation as a failed read; malloc's errno says which it was.
+      if (errno == ENOMEM)
+        message += "; reading it needed more memory than a file of its size can justify (Note [HDF5 files read in a "
+                   "child process])";
+      sent = send_error(sock, message);
+    } catch (const std::bad_alloc&) {
+      sent = send_error(sock, fmt::format("'{}': reading it needed more memory than a file of its size can justify "
+                                          "(Note [HDF5 files read in a child process])", path));
     }
-    const char done = 1;
-    if (::send(sock, &done, 1, MSG_NOSIGNAL) != 1) ::_exit(0);
+    if (!sent) ::_exit(0);
   }
 }
 
@@ -278,19 +485,28 @@ class ReaderProcess {
  public:
   ~ReaderProcess() { stop(); }
 
-  void probe(const std::string& path, std::int64_t vocab_size) {
+  // The samples of `path` read by the child, or nothing when no child can be started.
+  std::optional<BertSamples> read(const std::string& path, std::int64_t vocab_size) {
     std::error_code ec;
     const auto bytes = std::filesystem::file_size(path, ec);
     // A generous deadline: 30 s plus 2 s per 100 MB.
     const double limit = 30.0 + (ec ? 0.0 : static_cast<double>(bytes) / 50e6);
     if (pid_ >= 0 && owner_ != ::getpid()) forget();  // this process was forked: that child is its parent's
+    answered_ = false;
     while (true) {
-      if (pid_ < 0 && !start()) return;  // no process to spare: read it here only
+      if (pid_ < 0 && !start()) return std::nullopt;  // no process to spare: read it here only
       const bool fresh = served_ == 0;
-      const Outcome o = ask(path, vocab_size, limit);
-      if (o.kind == Outcome::kRead) {
+      Outcome o = ask(path, vocab_size, limit);
+      if (o.kind == Outcome::kSamples) {
         ++served_;
-        return;
+        answered_ = true;
+        check_values(o.samples, path, vocab_size);
+        return std::move(o.samples);
+      }
+      if (o.kind == Outcome::kError) {
+        ++served_;
+        answered_ = true;
+        throw DataError(o.message, __FILE__, __LINE__);
       }
       stop();
       if (!fresh) continue;  // the verdict is a fresh child's (Note [One reader process for many files])
@@ -299,8 +515,8 @@ class ReaderProcess {
                  limit);
       if (WIFSIGNALED(o.status))
         BH_THROW(DataError,
-                 "'{}' is corrupt: the HDF5 library crashed reading it (signal {}; Note [HDF5 files read twice])", path,
-                 WTERMSIG(o.status));
+                 "'{}' is corrupt: the HDF5 library crashed reading it (signal {}; Note [HDF5 files read in a child "
+                 "process])", path, WTERMSIG(o.status));
       BH_THROW(DataError, "'{}' is corrupt: the HDF5 library failed reading it (exit status {})", path,
                WIFEXITED(o.status) ? WEXITSTATUS(o.status) : -1);
     }
@@ -308,12 +524,175 @@ class ReaderProcess {
 
   pid_t pid() const { return pid_; }
   std::int64_t started() const { return started_; }
+  bool answered() const { return answered_; }
 
  private:
   struct Outcome {
-    enum Kind { kRead, kEnded, kDeadline } kind;
+    enum Kind { kSamples, kError, kEnded, kDeadline };
+    Outcome(Kind k, int st = 0) : kind(k), status(st) {}  // NOLINT(google-explicit-constructor)
+    Kind kind;
     int status = 0;
+    BertSamples samples;
+    std::string message;
   };
+
+  Outcome ask(const std::string& path, std::int64_t vocab_size, double limit) {
+    std::string request(sizeof(std::uint32_t) + path.size() + sizeof(std::int64_t), '\0');
+    const auto len = static_cast<std::uint32_t>(path.size());
+    std::memcpy(request.data(), &len, sizeof len);
+    std::memcpy(request.data() + sizeof len, path.data(), path.size());
+    std::memcpy(request.data() + sizeof len + path.size(), &vocab_size, sizeof vocab_size);
+    if (!write_all(sock_, request.data(), request.size())) return ended();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit);
+    bool late = false;
+    // Exactly n bytes by the deadline; false when the child closed its end or the deadline passed.
+    auto receive = [&](void* dst, std::size_t n) {
+      auto* p = static_cast<char*>(dst);
+      while (n > 0) {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+          late = true;
+          return false;
+        }
+        pollfd pfd{sock_, POLLIN, 0};
+        const int ready = ::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count() + 1, 1000)));
+        if (ready < 0 && errno != EINTR) return false;
+        if (ready <= 0) continue;
+        const ssize_t got = ::recv(sock_, p, n, 0);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return false;
+        p += got;
+        n -= static_cast<std::size_t>(got);
+      }
+      return true;
+    };
+    auto failed = [&]() -> Outcome {
+      if (!late) return ended();
+      ::kill(pid_, SIGKILL);
+      return {Outcome::kDeadline};
+    };
+    // An answer that breaks the protocol: the child is alive but cannot be trusted; end it.
+    auto broken = [&]() -> Outcome {
+      ::kill(pid_, SIGKILL);
+      return ended();
+    };
+    // The first byte by recvmsg: a memory file's descriptor comes with it.
+    char tag = 0;
+    int fd = -1;
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        late = true;
+        return failed();
+      }
+      pollfd pfd{sock_, POLLIN, 0};
+      const int ready = ::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count() + 1, 1000)));
+      if (ready < 0 && errno != EINTR) return failed();
+      if (ready <= 0) continue;
+      iovec iov{&tag, 1};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      const ssize_t got = ::recvmsg(sock_, &msg, MSG_CMSG_CLOEXEC);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return failed();
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len >= CMSG_LEN(sizeof(int)))
+          std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      break;
+    }
+    struct Closer {
+      int fd;
+      ~Closer() {
+        if (fd >= 0) ::close(fd);
+      }
+    } closer{fd};
+    Outcome o{Outcome::kEnded};
+    if (tag == 'E') {
+      std::uint32_t n = 0;
+      if (!receive(&n, sizeof n)) return failed();
+      if (n > kMaxMessage) return broken();
+      o.message.resize(n);
+      if (!receive(o.message.data(), n)) return failed();
+      o.kind = Outcome::kError;
+      return o;
+    }
+    std::int64_t head[9] = {};
+    if (tag != 'S' && !(tag == 'M' && fd >= 0)) return broken();
+    if (!receive(head, sizeof head)) return failed();
+    BertSamples& s = o.samples;
+    s.count = head[0];
+    s.seq_len = head[1];
+    s.max_predictions = head[2];
+    // The child's own checks bound these (read_dataset: under 2^31 elements a dataset); a child
+    // that sends otherwise is broken.
+    constexpr std::int64_t kMax = std::int64_t{1} << 31;
+    if (s.count < 0 || s.count >= kMax || s.seq_len < 1 || s.seq_len >= kMax || s.max_predictions < 1 ||
+        s.max_predictions >= kMax || s.count * s.seq_len >= kMax || s.count * s.max_predictions >= kMax)
+      return broken();
+    const auto tokens = static_cast<std::size_t>(s.count * s.seq_len),
+               predictions = static_cast<std::size_t>(s.count * s.max_predictions);
+    const std::pair<std::vector<std::int32_t>*, std::size_t> arrays[] = {
+        {&s.input_ids, tokens},           {&s.input_mask, tokens},    {&s.segment_ids, tokens},
+        {&s.masked_lm_positions, predictions}, {&s.masked_lm_ids, predictions},
+        {&s.next_sentence_labels, static_cast<std::size_t>(s.count)}};
+    // Exactly n bytes from fd at offset `at` into dst.
+    auto read_at = [](int from, void* dst, std::size_t n, off_t at) {
+      auto* p = static_cast<char*>(dst);
+      while (n > 0) {
+        const ssize_t got = ::pread(from, p, n, at);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return false;
+        p += got;
+        at += got;
+        n -= static_cast<std::size_t>(got);
+      }
+      return true;
+    };
+    std::size_t carried = 0;  // bytes of the arrays the child sends
+    for (std::size_t k = 0; k < 6; ++k)
+      if (head[3 + k] < 0) carried += arrays[k].second * sizeof(std::int32_t);
+    // Note [Datasets this process reads itself]: each offset inside the file as this process sees it.
+    struct Closer file{-1};
+    for (std::size_t k = 0; k < 6; ++k) {
+      const std::int64_t at = head[3 + k];
+      if (at < 0) continue;
+      if (file.fd < 0) file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      struct stat st {};
+      const std::size_t bytes = arrays[k].second * sizeof(std::int32_t);
+      if (file.fd < 0 || ::fstat(file.fd, &st) != 0 || at > st.st_size ||
+          bytes > static_cast<std::size_t>(st.st_size - at))
+        return broken();
+      arrays[k].first->resize(arrays[k].second);
+      if (!read_at(file.fd, arrays[k].first->data(), bytes, static_cast<off_t>(at))) return broken();
+    }
+    if (tag == 'M') {
+      struct stat st {};
+      if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) != carried) return broken();
+      // Read, not mapped: a mapping of the whole file would double this process's peak memory.
+      off_t at = 0;
+      for (std::size_t k = 0; k < 6; ++k) {
+        if (head[3 + k] >= 0) continue;
+        auto [v, n] = arrays[k];
+        v->resize(n);
+        if (!read_at(fd, v->data(), n * sizeof(std::int32_t), at)) return broken();
+        at += static_cast<off_t>(n * sizeof(std::int32_t));
+      }
+    } else {
+      for (std::size_t k = 0; k < 6; ++k) {
+        if (head[3 + k] >= 0) continue;
+        auto [v, n] = arrays[k];
+        v->resize(n);
+        if (!receive(v->data(), n * sizeof(std::int32_t))) return failed();
+      }
+    }
+    o.kind = Outcome::kSamples;
+    return o;
+  }
 
   bool start() {
     int fds[2];
@@ -354,37 +733,6 @@ class ReaderProcess {
     return true;
   }
 
-  Outcome ask(const std::string& path, std::int64_t vocab_size, double limit) {
-    std::string request(sizeof(std::uint32_t) + path.size() + sizeof(std::int64_t), '\0');
-    const auto len = static_cast<std::uint32_t>(path.size());
-    std::memcpy(request.data(), &len, sizeof len);
-    std::memcpy(request.data() + sizeof len, path.data(), path.size());
-    std::memcpy(request.data() + sizeof len + path.size(), &vocab_size, sizeof vocab_size);
-    for (std::size_t sent = 0; sent < request.size();) {
-      const ssize_t n = ::send(sock_, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return ended();
-      sent += static_cast<std::size_t>(n);
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit);
-    while (true) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
-        ::kill(pid_, SIGKILL);
-        return {Outcome::kDeadline, 0};
-      }
-      pollfd pfd{sock_, POLLIN, 0};
-      const int ready = ::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count() + 1, 1000)));
-      if (ready < 0 && errno != EINTR) return ended();
-      if (ready <= 0) continue;
-      char done = 0;
-      const ssize_t n = ::recv(sock_, &done, 1, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n == 1) return {Outcome::kRead, 0};
-      return ended();
-    }
-  }
-
   // The child closed its end: it ended (died on the file, or exited idle before the request).
   Outcome ended() {
     int status = 0;
@@ -419,7 +767,7 @@ class ReaderProcess {
   pid_t owner_ = -1, pid_ = -1;
   int sock_ = -1;
   std::int64_t served_ = 0, started_ = 0;
-  bool reaped_ = false;
+  bool reaped_ = false, answered_ = false;
 };
 
 ReaderProcess& reader_process() {
@@ -430,7 +778,7 @@ ReaderProcess& reader_process() {
 
 BertSamples read_bert_hdf5(const std::string& path, std::int64_t vocab_size) {
   const std::lock_guard lock(hdf5_mutex());
-  reader_process().probe(path, vocab_size);
+  if (auto s = reader_process().read(path, vocab_size)) return std::move(*s);
   return read_checked(path, vocab_size);
 }
 
@@ -442,6 +790,14 @@ std::int64_t hdf5_reader_processes_started() {
 int hdf5_reader_process_id() {
   const std::lock_guard lock(hdf5_mutex());
   return reader_process().pid();
+}
+bool hdf5_last_verdict_was_a_read() {
+  const std::lock_guard lock(hdf5_mutex());
+  return reader_process().answered();
+}
+BertSamples read_bert_hdf5_in_this_process(const std::string& path, std::int64_t vocab_size) {
+  const std::lock_guard lock(hdf5_mutex());
+  return read_checked(path, vocab_size);
 }
 }  // namespace detail
 

@@ -44,6 +44,12 @@ namespace detail {
 /// files] in bert_hdf5.cpp), and the current one's pid (-1 when there is none).
 std::int64_t hdf5_reader_processes_started();
 int hdf5_reader_process_id();
+/// For fuzz_hdf5: whether the last read_bert_hdf5's verdict came from the reader process's own
+/// read (samples or a DataError it sent) rather than its death, a deadline or no process.
+bool hdf5_last_verdict_was_a_read();
+/// For fuzz_hdf5: the same read in this process, without a reader process. Only for a file a
+/// reader process has read without dying: libhdf5 may crash on others.
+BertSamples read_bert_hdf5_in_this_process(const std::string& path, std::int64_t vocab_size);
 }  // namespace detail
 
 }  // namespace benchhost::text

@@ -1,10 +1,14 @@
 // BERT's MLPerf HDF5 shards (datasets/text/bert_hdf5.cpp): the sizes each dataset declares held
-// against the bytes the file stores, then the read itself, which runs first in a child process
-// (Note [HDF5 files read twice]) so that a file crashing libhdf5 is a DataError. One child serves
-// every input (Note [One reader process for many files]), but an input that ends it costs two
-// forks, and each input is read twice: this harness is slow per input, hence its own binary apart
-// from fuzz_datasets.
+// against the bytes the file stores, then the read itself, which runs in a child process that
+// sends the samples back (Note [HDF5 files read in a child process]) so that a file crashing
+// libhdf5 is a DataError. One child serves every input (Note [One reader process for many files]),
+// but an input that ends it costs two forks: this harness is slow per input, hence its own binary
+// apart from fuzz_datasets.
 #include <hdf5.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
 
 #include "fuzz.hpp"
 #include "text/bert_hdf5.hpp"
@@ -40,8 +44,30 @@ namespace {
 const herr_t free_lists_unlimited = H5set_free_list_limits(-1, -1, -1, -1, -1, -1);
 }  // namespace
 
+// The reader process's read is invisible to libFuzzer's coverage (it runs in another process), so a
+// file the reader process read without dying is read again here, which guides the fuzzer through
+// the checks, and the two reads must agree: both refuse it, or both give the same samples.
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  namespace text = benchhost::text;
   const std::string path = bh_fuzz::write_scratch("fuzz.hdf5", {data, size});
-  bh_fuzz::refused_or_read([&] { benchhost::text::read_bert_hdf5(path, 16); });
+  std::optional<text::BertSamples> from_child;
+  bh_fuzz::refused_or_read([&] { from_child = text::read_bert_hdf5(path, 16); });
+  if (!text::detail::hdf5_last_verdict_was_a_read()) return 0;  // the reader process died on it
+  std::optional<text::BertSamples> here;
+  bh_fuzz::refused_or_read([&] { here = text::detail::read_bert_hdf5_in_this_process(path, 16); });
+  if (from_child.has_value() != here.has_value()) {
+    std::fprintf(stderr, "fuzz_hdf5: the reader process %s this file and this process %s it\n",
+                 from_child ? "read" : "refused", here ? "read" : "refused");
+    std::abort();
+  }
+  if (here && (here->count != from_child->count || here->seq_len != from_child->seq_len ||
+               here->max_predictions != from_child->max_predictions || here->input_ids != from_child->input_ids ||
+               here->input_mask != from_child->input_mask || here->segment_ids != from_child->segment_ids ||
+               here->masked_lm_positions != from_child->masked_lm_positions ||
+               here->masked_lm_ids != from_child->masked_lm_ids ||
+               here->next_sentence_labels != from_child->next_sentence_labels)) {
+    std::fprintf(stderr, "fuzz_hdf5: the reader process and this process read different samples\n");
+    std::abort();
+  }
   return 0;
 }
