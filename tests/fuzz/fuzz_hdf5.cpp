@@ -51,7 +51,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   namespace text = benchhost::text;
   const std::string path = bh_fuzz::write_scratch("fuzz.hdf5", {data, size});
   std::optional<text::BertSamples> from_child;
-  bh_fuzz::refused_or_read([&] { from_child = text::read_bert_hdf5(path, 16); });
+  try {
+    from_child = text::read_bert_hdf5(path, 16);
+  } catch (const benchhost::DataError& e) {
+    // A file that needs more memory than its size justifies was refused within the reader
+    // process's limit; this process has no such limit (and 1.8 GB for a 6 KB file is slow).
+    if (e.message().find("needed more memory than a file of its size can justify") != std::string::npos) return 0;
+  }
   if (!text::detail::hdf5_last_verdict_was_a_read()) return 0;  // the reader process died on it
   std::optional<text::BertSamples> here;
   bh_fuzz::refused_or_read([&] { here = text::detail::read_bert_hdf5_in_this_process(path, 16); });
