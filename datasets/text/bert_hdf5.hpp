@@ -36,7 +36,10 @@ struct BertSamples {
 /// Write a shard; throws DataError naming the file on failure.
 void write_bert_hdf5(const std::string& path, const BertSamples& samples);
 /// Read and validate a shard. vocab_size > 0 checks every id against it. Throws DataError
-/// naming the file and the dataset on a missing, truncated or inconsistent file.
+/// naming the file and the dataset on a missing, truncated or inconsistent file. libhdf5 parses
+/// the file only in a separate reader process, within a memory limit (Note [HDF5 files read in a
+/// child process] in bert_hdf5.cpp): a file that crashes it, hangs it or makes it allocate what
+/// the file's size cannot justify is a DataError and costs this process nothing.
 BertSamples read_bert_hdf5(const std::string& path, std::int64_t vocab_size = 0);
 
 namespace detail {
