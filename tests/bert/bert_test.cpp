@@ -14,6 +14,7 @@
 #include "model.hpp"
 #include "common/host_run.hpp"
 #include "common/lm_mini_context.hpp"
+#include "common/small_corpus.hpp"
 #include "model_costs.hpp"
 #include "text/corpus.hpp"
 #include "text/prepare.hpp"
@@ -51,18 +52,6 @@ std::string refusal(const std::string& name, const std::string& value) {
 }
 
 
-// A small plain-text corpus: 12 documents of 30 sentences over 150 words.
-std::string write_small_corpus(const std::string& path) {
-  std::ofstream out(path);
-  for (int d = 0; d < 12; ++d) {
-    for (int s = 0; s < 30; ++s) {
-      for (int k = 0; k < 6 + (d + s) % 7; ++k) out << (k ? " " : "") << "w" << (d * 31 + s * 7 + k * 3) % 150;
-      out << ".\n";
-    }
-    out << "\n";
-  }
-  return path;
-}
 
 }  // namespace
 
@@ -256,7 +245,7 @@ TEST(BertModes, DeclaredTrainFlopsMatchAHandCount) {
 TEST(BertData, AFolderThatCannotFitInMemoryIsRefusedBeforeItIsRead) {
   text::test::TempDir dir;
   text::BertPrepareOptions opt;
-  opt.corpus = write_small_corpus(dir / "corpus.txt");
+  opt.corpus = test_support::write_small_corpus(dir / "corpus.txt");
   opt.out_dir = dir / "data";
   opt.vocab_size = 300;
   opt.train_shards = 3;

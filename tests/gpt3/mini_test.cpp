@@ -6,12 +6,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "benchhost/options.hpp"
 #include "common/host_run.hpp"
 #include "common/lm_mini_context.hpp"
+#include "common/small_corpus.hpp"
 #include "data.hpp"
 #include "text/corpus.hpp"
 #include "text/indexed_dataset.hpp"
@@ -33,18 +33,6 @@ std::string refusal(const std::string& name, const std::string& value) {
 }
 
 
-// A small plain-text corpus: 12 documents of 30 sentences over 150 words.
-std::string write_small_corpus(const std::string& path) {
-  std::ofstream out(path);
-  for (int d = 0; d < 12; ++d) {
-    for (int s = 0; s < 30; ++s) {
-      for (int k = 0; k < 6 + (d + s) % 7; ++k) out << (k ? " " : "") << "w" << (d * 31 + s * 7 + k * 3) % 150;
-      out << ".\n";
-    }
-    out << "\n";
-  }
-  return path;
-}
 
 }  // namespace
 
@@ -169,7 +157,7 @@ TEST(Gpt3Modes, DeclaredTrainFlopsMatchAHandCount) {
 TEST(Gpt3Data, StreamsThatCannotFitInMemoryAreRefusedBeforeTheyAreCopied) {
   text::test::TempDir dir;
   text::GptPrepareOptions opt;
-  opt.corpus = write_small_corpus(dir / "corpus.txt");
+  opt.corpus = test_support::write_small_corpus(dir / "corpus.txt");
   opt.out_dir = dir / "data";
   opt.merges = 20;
   opt.heldout_every = 4;
