@@ -49,6 +49,13 @@ int create_temporary_beside(const fs::path& path, std::string& tmp, bool regular
 }  // namespace
 
 void check_report_path(const fs::path& path, bool replaced_whole) {
+  // A file written in place (the MLLOG) may be one that exists where no file can be created:
+  // /dev/stdout, a FIFO another program reads.
+  if (!replaced_whole && ::access(path.c_str(), F_OK) == 0) {
+    if (::access(path.c_str(), W_OK) != 0)
+      BH_THROW(Error, "cannot write {}: {}", path.string(), std::strerror(errno));
+    return;
+  }
   std::string tmp;
   const int fd = create_temporary_beside(path, tmp, replaced_whole);
   ::close(fd);

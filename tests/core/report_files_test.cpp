@@ -88,6 +88,11 @@ TEST(ReportFiles, AReportThatCouldNeverBeWrittenIsRefusedBeforeTheRun) {
   for (const auto& e : fs::recursive_directory_iterator(tmp.path))
     EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "a temporary file was left: " << e.path();
 
+  // The MLLOG is written in place: an existing file no other file can be created beside is fine.
+  p = bhtest::run_benchhost(dirs() + "--plugin toy --seed 3 --mllog /dev/stdout");
+  EXPECT_EQ(p.exit_code, kExitOk) << p.output;
+  EXPECT_NE(p.output.find(":::MLLOG"), std::string::npos) << p.output;
+
   // A working directory removed under the shell: said, not an abort.
   p = bhtest::run_command(fmt::format("mkdir '{0}/gone' && cd '{0}/gone' && rmdir '{0}/gone' && '{1}' {2} --plugin toy",
                                       tmp.path.string(), BENCHHOST_EXECUTABLE, dirs()));
