@@ -8,6 +8,7 @@
 
 #include "benchhost/data/pipeline.hpp"
 #include "benchhost/data/synthetic.hpp"
+#include "data/internal.hpp"
 #include "data_test_util.hpp"
 
 using namespace benchhost;
@@ -243,6 +244,18 @@ TEST(Collate, StacksFieldsAndTensorDataset) {
   // A non-contiguous sample (a transposed view) is copied correctly.
   Sample t{{"m", Tensor::from_vector({1, 2, 3, 4}, {2, 2}).transpose(0, 1)}};
   EXPECT_EQ(collate({t})["m"].to_float_vector(), (std::vector<float>{1, 3, 2, 4}));
+}
+
+// The allocator path of collation (pinned host memory for a CUDA pipeline; the CPU backend's own
+// allocator here) checks the batch's shape as Tensor::empty does: n samples of a huge, empty shape
+// overflow the element count and are refused, not sized from a wrapped product.
+TEST(Collate, ABatchTooLargeForAnyMemoryIsRefusedOnTheAllocatorPathToo) {
+  const Sample s{{"x", Tensor::empty({0, std::int64_t{1} << 40})}};
+  const std::vector<Sample> batch(std::size_t{1} << 17, s);
+  EXPECT_THROW(collate(batch), InvalidArgument);
+  EXPECT_THROW(collate_into(batch, &allocator_for(Device::cpu())), InvalidArgument);
+  const std::vector<Sample> fine(4, s);
+  EXPECT_EQ(collate_into(fine, &allocator_for(Device::cpu()))["x"].shape(), (Shape{4, 0, std::int64_t{1} << 40}));
 }
 
 TEST(Synthetic, SourceReusesItsBuffers) {

@@ -1,6 +1,7 @@
 // Samples, collation and the in-memory TensorDataset.
 #include "benchhost/data/dataset.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -66,6 +67,15 @@ void check_index(std::int64_t index, std::int64_t size) {
 
 Tensor empty_host(const Shape& shape, DType dtype, Allocator* alloc) {
   if (alloc == nullptr) return Tensor::empty(shape, dtype);
+  // The checks Tensor::empty makes: no negative dimension, and a byte count that cannot overflow
+  // (a batch of n samples multiplies a sample's size by n).
+  std::int64_t product = 1;
+  for (const auto d : shape) {
+    BH_CHECK_AS(InvalidArgument, d >= 0, "negative dimension in shape {}", shape_str(shape));
+    BH_CHECK_AS(InvalidArgument, !__builtin_mul_overflow(product, std::max<std::int64_t>(d, 1), &product) &&
+                                     product <= (std::int64_t{1} << 56),
+                "shape {} has more elements than any memory holds", shape_str(shape));
+  }
   const std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
   void* ptr = bytes ? alloc->allocate(bytes) : nullptr;
   std::shared_ptr<void> owner(ptr, [alloc, bytes](void* p) {
