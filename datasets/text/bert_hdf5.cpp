@@ -301,16 +301,17 @@ BertSamples read_checked(const std::string& path, std::int64_t vocab_size, RawOf
 // B-tree or heap address makes it read through a null or wild pointer (fuzz_datasets found one in
 // Debian's 1.10.8: H5F__accum_read under H5G__stab_lookup) or loop, and a superblock field can make
 // it allocate and zero 1.8 GB for a 6 KB file (fuzz_hdf5). Our checks come after its parsing and
-// cannot catch that. So this process never parses a shard: a child process reads it, checks it and
-// sends the samples back over a socket (check_values runs again here on what arrives). If the child
-// dies, exits or runs past a deadline, the file is a DataError naming it; a DataError in the child
-// is sent back as the verdict. The child's address space is limited for each file to what it had
-// plus 256 MiB plus 64 times the file's size while libhdf5 parses its structure, and grows by twice
-// each dataset's array once its declared size has been held against the bytes stored (Note [HDF5
-// sizes against the bytes stored]), so a file that makes libhdf5 allocate what its size cannot
-// justify fails there as a DataError, not here as a machine out of memory. (Not under a sanitizer, whose shadow memory
-// reserves terabytes of address space; tools/fuzz.sh caps single allocations instead.) Only when no
-// process can be started does the read run here.
+// cannot catch that. So this process never parses a shard: a child process reads it and sends the
+// samples back, or where they lie in the file (Note [Datasets this process reads itself]); every
+// value is checked here on what arrives. If the child dies, exits or runs past a deadline, the file
+// is a DataError naming it; a DataError in the child is sent back as the verdict. The child's
+// address space is limited for each file to what it had plus 256 MiB plus 64 times the file's size
+// while libhdf5 parses its structure, and grows by twice each dataset's array once its declared size
+// has been held against the bytes stored (Note [HDF5 sizes against the bytes stored]), so a file
+// that makes libhdf5 allocate what its size cannot justify fails there as a DataError, not here as
+// a machine out of memory. (Not under a sanitizer, whose shadow memory reserves terabytes of address
+// space; tools/fuzz.sh caps single allocations instead.) Only when no process can be started does
+// the read run here.
 //
 // The child is forked once and kept for the next file (Note [One reader process for many files]).
 // It only reads files and _exits (glibc keeps malloc usable after fork).
