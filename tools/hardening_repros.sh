@@ -165,8 +165,10 @@ tests Cli.ValuesThatWereTakenSilentlyAreRefused Cli.UnknownOptionSuggestsNearest
   MemoryBudget.CgroupV2TakesTheTightestLimitAboveTheProcess MemoryBudget.CgroupV1MemoryControllerAndNoLimit || ok=1
 case_ 10 "smaller cases" $ok
 
+# Before $out is opened: a tracked $out being rewritten would make the tree look dirty.
+state="commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (dirty)')"
 {
-  echo "# Issue 19's numbered cases replayed: $(date -u '+%F %T UTC'), commit $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (dirty)'), $(uname -srm)"
+  echo "# Issue 19's numbered cases replayed: $(date -u '+%F %T UTC'), $state, $(uname -srm)"
   printf '%s\n' "${verdicts[@]}"
   echo
   cat "$log"
