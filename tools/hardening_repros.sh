@@ -61,8 +61,8 @@ run 1 1 "'$bh' $syn -o '$scratch/fifo'" && has "is not a regular file" && [ -p "
 ln -s "$scratch/target.json" "$scratch/link.json"
 run 1 1 "'$bh' $syn -o '$scratch/link.json'" && has "(a symbolic link)" && [ ! -e "$scratch/target.json" ] || ok=1
 if [ "$(id -u)" = 0 ]; then
-  mknod -m 666 "$scratch/fakenull" c 1 3
-  run 1 1 "'$bh' $syn -o '$scratch/fakenull'" && has "is not a regular file" && [ -c "$scratch/fakenull" ] || ok=1
+  mknod -m 666 "$scratch/null_node" c 1 3
+  run 1 1 "'$bh' $syn -o '$scratch/null_node'" && has "is not a regular file" && [ -c "$scratch/null_node" ] || ok=1
 else
   say "(not root: the mknod repro is skipped; the FIFO above takes the same path)"
 fi
