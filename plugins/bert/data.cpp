@@ -36,9 +36,6 @@ text::BertPrepared ensure_bert_data(const std::string& data_dir, const std::stri
   return text::find_bert_data(data_dir);
 }
 
-}  // namespace
-
-namespace {
 std::size_t bytes_held(const text::BertSamples& s) {
   std::size_t n = 0;
   for (const auto* v : {&s.input_ids, &s.input_mask, &s.segment_ids, &s.masked_lm_positions, &s.masked_lm_ids,
@@ -46,6 +43,7 @@ std::size_t bytes_held(const text::BertSamples& s) {
     n += v->size() * sizeof(std::int32_t);
   return n;
 }
+
 }  // namespace
 
 BertData read_data_folder(const std::string& dir, const std::string& corpus, const text::BertPrepareOptions& build,
@@ -69,7 +67,8 @@ BertData read_data_folder(const std::string& dir, const std::string& corpus, con
     auto shard = text::read_bert_hdf5(f, vocab);
     if (first) {
       first = false;
-      if (const double size = file_bytes(f); size > 0 && shard.count > 0) {
+      const double size = file_bytes(f);
+      if (size > 0 && shard.count > 0) {
         const double per_file_byte = static_cast<double>(bytes_held(shard)) / size;
         const double all_files = train_file_bytes + file_bytes(files.eval_file);
         lm::check_data_fits("bert", dir, per_file_byte * all_files,
@@ -84,7 +83,7 @@ BertData read_data_folder(const std::string& dir, const std::string& corpus, con
       }
       d.train.seq_len = shard.seq_len;
       d.train.max_predictions = shard.max_predictions;
-      if (const double size = file_bytes(f); size > 0)
+      if (size > 0)
         d.train.reserve(static_cast<std::int64_t>(static_cast<double>(shard.count) * train_file_bytes / size * 1.02) + 1);
     }
     BH_CHECK_AS(DataError, shard.seq_len == d.train.seq_len && shard.max_predictions == d.train.max_predictions,
