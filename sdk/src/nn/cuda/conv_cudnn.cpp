@@ -24,7 +24,10 @@
 // Which API: channels-last calls (an f32 bias aside), of the dtypes BENCHHOST_CUDNN_GRAPH names (f16 and
 // bf16 by default), go through cuDNN's graph API, where the legacy API has no fast engine for
 // them (Note [cuDNN graph convolutions] in cudnn_graph_conv.hpp); the rest, and any problem the
-// graph API has no plan for, through the legacy API below.
+// graph API has no plan for, through the legacy API below. Grouped convolutions too (the graph
+// API reads the groups from the filter's [O, C/groups, KH, KW] dims): RetinaNet's ResNeXt
+// backbone has sixteen, and through the legacy API their bf16 weight gradients alone took 58% of
+// its bf16 step on an H200 (results/gpu/2026-11-27/run4).
 //
 // Note [Convolution plans]
 // Descriptors and the algorithm are chosen once per (direction, shapes, parameters, layout,
@@ -246,15 +249,14 @@ Tensor filter_of(const ConvPlan& p, const Tensor& w, cudnnHandle_t h) {
 // the legacy API (see the file's comment).
 std::optional<graph::ConvProblem> graph_problem(graph::ConvKind kind, const ConvGeometry& g,
                                                 const Conv2dSpec& s, DType dtype, bool bias) {
-  if (bias || s.layout != ImageLayout::nhwc || s.groups != 1 || !graph::enabled_for(dtype))
-    return std::nullopt;
+  if (bias || s.layout != ImageLayout::nhwc || !graph::enabled_for(dtype)) return std::nullopt;
   graph::ConvProblem p;
   p.kind = kind;
   p.dtype = dtype;
   p.tf32 = tf32_enabled();
   p.x_dims = {g.x.n, g.x.c, g.x.h, g.x.w};
   p.y_dims = {g.y.n, g.y.c, g.y.h, g.y.w};
-  p.w_dims = {g.out_channels, g.x.c, g.kh, g.kw};
+  p.w_dims = {g.out_channels, g.x.c / g.groups, g.kh, g.kw};  // cuDNN infers the groups from C
   p.x_strides = graph::channels_last_strides(p.x_dims);
   p.y_strides = graph::channels_last_strides(p.y_dims);
   p.w_strides = graph::channels_last_strides(p.w_dims);

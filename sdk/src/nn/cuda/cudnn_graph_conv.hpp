@@ -46,8 +46,8 @@ enum class ConvKind { forward, backward_data, backward_filter };
 
 /// One convolution: y = conv(x, w) (forward), dx from dy and w (backward_data: `x` is dx, `y` is
 /// dy), dw from x and dy (backward_filter: `w` is dw). Dims in cuDNN's order, [N, C, spatial...]
-/// for x and y and [K, C, spatial...] for w, with explicit strides (the memory layout). The
-/// output is overwritten (alpha 1, beta 0).
+/// for x and y and [K, C/groups, spatial...] for w (a grouped convolution's groups are x's C over
+/// w's), with explicit strides (the memory layout). The output is overwritten (alpha 1, beta 0).
 struct ConvProblem {
   ConvKind kind = ConvKind::forward;
   DType dtype = DType::f32;  ///< of x, w and y; accumulation is f32
