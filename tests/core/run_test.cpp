@@ -231,6 +231,19 @@ std::string dirs() {
 }
 }  // namespace
 
+// Note [Op times]: BENCHHOST_OP_TIMES ranks the ops of the timed steps only; the warm-up steps, whose
+// first call of each shape autotunes, and the peak calibration after them are not counted. DLRM's
+// optimizer runs once a step: 3 timed steps after 2 warm-up ones are 3 calls, not 5.
+TEST(Executable, OpTimesCountTheTimedStepsOnly) {
+  bhtest::TempDir tmp("op_times");
+  auto p = bhtest::run_command(fmt::format(
+      "BENCHHOST_OP_TIMES=1 '{}' --plugin-dir '{}' --plugin dlrm_dcnv2 --config mini --synthetic --mode train "
+      "-b 4 -w 2 -i 3 -o '{}'",
+      BENCHHOST_EXECUTABLE, BENCHHOST_PLUGIN_DIR, (tmp.path / "r.json").string()));
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_NE(p.output.find("\nbenchhost_op_times,optim_adagrad_multi,f32,3,"), std::string::npos) << p.output;
+}
+
 TEST(Executable, ThrowInSetupIsATypedFailureAndTheHostExitsCleanly) {
   bhtest::TempDir tmp("throw_setup");
   const auto report = tmp.path / "report.json";

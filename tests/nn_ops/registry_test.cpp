@@ -55,6 +55,35 @@ TEST(OpRegistry, SkippedImplementationsFollowTheEnvironment) {
   EXPECT_EQ(last, "other fast");
 }
 
+// Note [Op times]: BENCHHOST_OP_TIMES=shapes totals each op per dtype, shapes and attributes and
+// prints the rows at exit; calls made while counting is off are left out. Each check runs in a
+// fresh process (the mode is read once per process).
+void time_two_shapes() {
+  setenv("BENCHHOST_OP_TIMES", "shapes", 1);
+  register_op_impl("test.timed", OpImpl{"cpu.ref", DeviceType::cpu, 0, nullptr, [](OpCall&) {}, true});
+  OpCall a{{Tensor::zeros({2, 3}), Tensor()}, {Tensor::zeros({3})}, {}};
+  a.attrs.set("k", 1);
+  a.attrs.set_ints("pad", {1, 2});
+  OpCall b{{Tensor::zeros({4})}, {}, {}};
+  set_op_times_counting(false);  // as the host does for warm-up steps: these two are not counted
+  dispatch("test.timed", b);
+  dispatch("test.timed", b);
+  set_op_times_counting(true);
+  dispatch("test.timed", a);
+  dispatch("test.timed", a);
+  dispatch("test.timed", b);
+  std::exit(0);
+}
+
+TEST(OpRegistry, OpTimesByShapeSeparateTheShapesOfAnOp) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(time_two_shapes(), testing::ExitedWithCode(0),
+              "benchhost_op_times,op,dtype shapes \\[attributes\\],calls,seconds,share");
+  EXPECT_EXIT(time_two_shapes(), testing::ExitedWithCode(0),
+              "benchhost_op_times,test\\.timed,f32 2x3 - -> 3 \\[k=1 pad=\\[1 2\\]\\],2,");
+  EXPECT_EXIT(time_two_shapes(), testing::ExitedWithCode(0), "benchhost_op_times,test\\.timed,f32 4 ->,1,");
+}
+
 TEST(OpRegistry, NoAcceptorListsEveryRefusal) {
   register_op_impl("test.refuse", OpImpl{"cpu.a", DeviceType::cpu, 10, [](const OpCall&) { return std::string("needs bf16"); },
                                          [](OpCall&) {}, false});

@@ -8,7 +8,8 @@
 #                                                    # plumbing check here, no GPU (slow: full-size models)
 #   ONLY='^(bert|gpt3_125m_pytorch)' bash tools/device/bench_gpu.sh   # only the runs whose name matches
 #   OP_TIMES=1 ITERS=2 ONLY=... bash tools/device/bench_gpu.sh        # our runs rank their ops by device
-#                                                    # time (BENCHHOST_OP_TIMES, in each run's .log)
+#                                                    # time (BENCHHOST_OP_TIMES, in each run's .log);
+#                                                    # OP_TIMES=shapes ranks each op's shapes apart
 # Each workload's pairs live in its own file, tools/device/bench/<workload>.sh, sourced here in name
 # order with the helpers below (ours, peer, peer_modes, conf) and $dev, $iters, $bh, $out set: adding
 # a workload adds its file and edits nothing here. The peers' model shapes are read from the same
@@ -21,7 +22,7 @@ dev=${DEVICE:-cuda}
 iters=${ITERS:-20}
 bh="$build/bin/benchhost"
 run_timeout=${RUN_TIMEOUT:-300}  # seconds per run: a hang must not eat the lease
-[ "${OP_TIMES:-0}" = 1 ] && export BENCHHOST_OP_TIMES=1
+[ "${OP_TIMES:-0}" != 0 ] && export BENCHHOST_OP_TIMES=$OP_TIMES  # 1, or shapes (Note [Op times])
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv 2>&1; nvidia-smi -L 2>&1;
   LD_LIBRARY_PATH="$base_ld_library_path" python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' 2>&1; } > "$out/device.txt"
 

@@ -34,13 +34,14 @@ if [ "${CONV_BUDGET:-40}" != 0 ]; then
   echo "conv phase rc=$? after $((SECONDS - t0)) s" >> "$work/phases.txt"
   save
 fi
-# Our runs that rank their ops by device time (Note [Op times]); PROFILE_ONLY= (empty) skips it. The
+# Our runs that rank their ops by device time (Note [Op times]; PROFILE_OP_TIMES=shapes ranks each
+# op's shapes apart); PROFILE_ONLY= (empty) skips it. The
 # default profiles what results/gpu/2026-11-26 (run6, H100) left behind PyTorch: GPT-3 at 0.18x in
 # every precision, ResNet-50 at 0.54x in bf16, and RetinaNet and U-Net bf16, whose biased
 # convolutions now run natively (not yet measured).
 PROFILE_ONLY=${PROFILE_ONLY-'^(gpt3_125m_benchhost_bf16|resnet50_benchhost_bf16|retinanet_benchhost_bf16|unet3d_benchhost_bf16)$'}
 if [ -n "$PROFILE_ONLY" ]; then
-  OUT=$work/profile ITERS=2 OP_TIMES=1 ONLY=$PROFILE_ONLY RUN_TIMEOUT=${RUN_TIMEOUT:-60} \
+  OUT=$work/profile ITERS=2 OP_TIMES=${PROFILE_OP_TIMES:-1} ONLY=$PROFILE_ONLY RUN_TIMEOUT=${RUN_TIMEOUT:-60} \
     WORKLOADS=${PROFILE_WORKLOADS:-"gpt3 resnet50 retinanet unet3d"} \
     timeout -k 5 "${PROFILE_BUDGET:-120}" bash tools/device/bench_gpu.sh > "$work/profile.out" 2>&1
   echo "profile phase rc=$? after $((SECONDS - t0)) s" >> "$work/phases.txt"
@@ -59,7 +60,7 @@ for f in "$work"/tests/test_*.log; do  # the first failures, where the reply sho
 done
 if [ -d "$work/profile" ]; then
   echo "== profile (top ops by device time)"
-  for f in "$work"/profile/*.log; do echo "-- $(basename "$f")"; grep -E '^benchhost_op_times' "$f" | head -14; done
+  for f in "$work"/profile/*.log; do echo "-- $(basename "$f")"; grep -E '^benchhost_op_times' "$f" | head -14 | cut -c1-240; done
 fi
 if [ -f "$work/conv.csv" ]; then
   echo "== convolutions (ms; conv_candidates.txt has every graph-API candidate)"; grep -E '^sdk,' "$work/conv.csv"

@@ -1,9 +1,11 @@
 #include "benchhost/nn/registry.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -88,6 +90,12 @@ bool verbose_ops() {
 // promotion's casts, count in their caller), synchronising the call's device before and after, and
 // prints the totals per op and input dtype, largest first, to stderr at exit. It serialises the
 // device's work, so steps run slower: use it to rank the ops of a step, not to time the step.
+// The host counts only its timed steps (set_op_times_counting): a shape's first call, whose cuDNN
+// plan choice times every candidate engine, would otherwise outrank the op's real cost in a
+// profile of a few steps.
+// BENCHHOST_OP_TIMES=shapes keys the totals by the call's tensor shapes and attributes too (the
+// inputs, then the outputs after "->"), so the one convolution shape among fifty that costs the
+// most shows itself.
 // Note [Skipping implementations]: BENCHHOST_OP_SKIP is a comma-separated list of implementation
 // names ("cuda.gemm") or op/implementation pairs ("sdpa_forward/cuda.gemm") that dispatch passes
 // over as if they had refused, so two implementations of an op can be timed against each other
@@ -109,12 +117,43 @@ bool skipped_impl(const std::string& op, const std::string& impl) {
     if (e == impl || e == op + "/" + impl) return true;
   return false;
 }
-bool op_times_on() {
-  static const bool on = [] {
+// 0 off, 1 per op and dtype, 2 per op, dtype, shapes and attributes (Note [Op times]).
+int op_times_mode() {
+  static const int mode = [] {
     const char* v = std::getenv("BENCHHOST_OP_TIMES");
-    return v && *v && *v != '0';
+    if (!v || !*v || std::strcmp(v, "0") == 0) return 0;
+    return std::strcmp(v, "shapes") == 0 ? 2 : 1;
   }();
-  return on;
+  return mode;
+}
+std::atomic<bool> op_times_counting{true};  // set_op_times_counting
+bool op_times_on() { return op_times_mode() != 0 && op_times_counting.load(std::memory_order_relaxed); }
+
+// "2x64x56x56 64x64x3x3 -> 2x64x56x56 [stride=...]": no commas, so the report stays CSV.
+std::string shapes_of(const OpCall& call) {
+  std::string s;
+  auto add = [&s](const std::vector<Tensor>& ts) {
+    for (const Tensor& t : ts) {
+      if (!s.empty() && s.back() != ' ') s += ' ';
+      if (!t.defined()) {
+        s += '-';
+        continue;
+      }
+      std::string dims;
+      for (std::int64_t d : t.shape()) {
+        if (!dims.empty()) dims += 'x';
+        dims += std::to_string(d);
+      }
+      s += dims.empty() ? "scalar" : dims;
+    }
+  };
+  add(call.inputs);
+  s += " ->";
+  add(call.outputs);
+  std::string attrs = call.attrs.str();
+  std::erase(attrs, ',');  // "stride=[2, 2], groups=1" -> "stride=[2 2] groups=1"
+  if (!attrs.empty()) s += " [" + attrs + "]";
+  return s;
 }
 struct OpTimes {
   std::mutex mutex;
@@ -126,7 +165,8 @@ struct OpTimes {
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
     double total = 0;
     for (const auto& r : rows) total += r.second.second;
-    std::fprintf(stderr, "benchhost_op_times,total_s,%.6f\nbenchhost_op_times,op,dtype,calls,seconds,share\n", total);
+    std::fprintf(stderr, "benchhost_op_times,total_s,%.6f\nbenchhost_op_times,op,dtype%s,calls,seconds,share\n",
+                 total, op_times_mode() == 2 ? " shapes [attributes]" : "");
     for (const auto& [key, v] : rows)
       std::fprintf(stderr, "benchhost_op_times,%s,%llu,%.6f,%.4f\n", key.c_str(),
                    static_cast<unsigned long long>(v.first), v.second, total > 0 ? v.second / total : 0.0);
@@ -264,6 +304,8 @@ const OpImpl& OpRegistry::select(const OpDef& def, const OpCall& call, DeviceTyp
            call.attrs.str(), refusals.empty() ? std::string("; none registered") : refusals);
 }
 
+void set_op_times_counting(bool on) { op_times_counting.store(on, std::memory_order_relaxed); }
+
 void OpRegistry::dispatch(std::string_view op, OpCall& call) const {
   if (op_times_on() && op_time_depth == 0) {  // Note [Op times]
     Device device = Device::cpu();
@@ -274,6 +316,7 @@ void OpRegistry::dispatch(std::string_view op, OpCall& call) const {
         key = std::string(op) + "," + dtype_name(t.dtype());
         break;
       }
+    if (op_times_mode() == 2) key += " " + shapes_of(call);
     if (device.is_cuda()) synchronize(device);
     const auto start = std::chrono::steady_clock::now();
     ++op_time_depth;

@@ -158,6 +158,12 @@ class OpRegistry {
 /// Shorthand: OpRegistry::instance().dispatch(op, call).
 void dispatch(std::string_view op, OpCall& call);
 
+/// Whether BENCHHOST_OP_TIMES counts the outermost calls dispatched from now on (Note [Op times]).
+/// On until first set: the host turns it off while it builds a model and runs warm-up steps and
+/// on for its timed steps, so a shape's first call, which autotunes (cuDNN plans), is not ranked
+/// as that op's cost. Process-wide; does nothing without BENCHHOST_OP_TIMES.
+void set_op_times_counting(bool on);
+
 /// Static registration helpers for implementation files:
 ///   static const bool reg = (register_op({...}), register_op_impl("layernorm_forward", {...}), true);
 inline bool register_op(OpDef def) {
