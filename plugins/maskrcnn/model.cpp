@@ -33,39 +33,41 @@ namespace {
 constexpr int kLevels = 5;     // P2..P6
 constexpr int kRoiLevels = 4;  // P2..P5
 
-Conv2dSpec conv_spec(std::int64_t stride, std::int64_t pad) {
+Conv2dSpec conv_spec(std::int64_t stride, std::int64_t pad, nn::ImageLayout layout) {
   Conv2dSpec s;
   s.stride_h = s.stride_w = stride;
   s.pad_h = s.pad_w = pad;
-  s.layout = nn::ImageLayout::nchw;
+  s.layout = layout;
   return s;
 }
 
 // maskrcnn_benchmark's FrozenBatchNorm2d: scale = weight * running_var.rsqrt(), no epsilon.
-FrozenBatchNormSpec bn_spec(bool relu) {
+FrozenBatchNormSpec bn_spec(bool relu, nn::ImageLayout layout) {
   FrozenBatchNormSpec s;
   s.eps = 0.0;
   s.fuse_relu = relu;
-  s.layout = nn::ImageLayout::nchw;
+  s.layout = layout;
   return s;
 }
 
-nn::Pool2dSpec p6_spec() {  // LastLevelMaxPool: max_pool2d(P5, 1, 2, 0)
+nn::Pool2dSpec p6_spec(nn::ImageLayout layout) {  // LastLevelMaxPool: max_pool2d(P5, 1, 2, 0)
   nn::Pool2dSpec p;
   p.kernel_h = p.kernel_w = 1;
   p.stride_h = p.stride_w = 2;
   p.pad_h = p.pad_w = 0;
-  p.layout = nn::ImageLayout::nchw;
+  p.layout = layout;
   return p;
 }
+
+// Height and width of an activation in `layout`.
+std::int64_t image_h(const Tensor& t, nn::ImageLayout layout) { return t.size(layout == nn::ImageLayout::nhwc ? 1 : 2); }
+std::int64_t image_w(const Tensor& t, nn::ImageLayout layout) { return t.size(layout == nn::ImageLayout::nhwc ? 2 : 3); }
 
 std::int64_t stage_width(const MaskRcnnConfig& c, std::size_t s) { return c.stem_channels << s; }
 std::int64_t stage_out(const MaskRcnnConfig& c, std::size_t s) { return (c.stem_channels << s) * 4; }
 
-Tensor run_conv(Conv2d& c, const Tensor& x, bool keep) {
-  if (keep) return c.forward(x);
-  return nn::conv2d_forward(x, c.weight().value, c.bias() ? c.bias()->value : Tensor(), c.spec());
-}
+// A frozen convolution (keep false) keeps nothing but runs under the policy as the others do.
+Tensor run_conv(Conv2d& c, const Tensor& x, bool keep) { return keep ? c.forward(x) : c.apply(x); }
 
 Tensor relu_mask(const Tensor& dy, const Tensor& out) { return nn::activation_backward(dy, out, nn::Activation::relu); }
 
@@ -102,17 +104,18 @@ void check_config(const MaskRcnnConfig& c) {
 // Bottleneck (STRIDE_IN_1X1)
 // ---------------------------------------------------------------------------------------------
 
-Bottleneck::Bottleneck(std::int64_t in, std::int64_t width, std::int64_t out, std::int64_t stride) {
-  conv1_ = &register_module("conv1", std::make_unique<Conv2d>(in, width, 1, 1, conv_spec(stride, 0)));
-  bn1_ = &register_module("bn1", std::make_unique<FrozenBatchNorm2d>(width, bn_spec(true)));
-  conv2_ = &register_module("conv2", std::make_unique<Conv2d>(width, width, 3, 3, conv_spec(1, 1)));
-  bn2_ = &register_module("bn2", std::make_unique<FrozenBatchNorm2d>(width, bn_spec(true)));
-  conv3_ = &register_module("conv3", std::make_unique<Conv2d>(width, out, 1, 1, conv_spec(1, 0)));
-  bn3_ = &register_module("bn3", std::make_unique<FrozenBatchNorm2d>(out, bn_spec(false)));
+Bottleneck::Bottleneck(std::int64_t in, std::int64_t width, std::int64_t out, std::int64_t stride,
+                       nn::ImageLayout layout) {
+  conv1_ = &register_module("conv1", std::make_unique<Conv2d>(in, width, 1, 1, conv_spec(stride, 0, layout)));
+  bn1_ = &register_module("bn1", std::make_unique<FrozenBatchNorm2d>(width, bn_spec(true, layout)));
+  conv2_ = &register_module("conv2", std::make_unique<Conv2d>(width, width, 3, 3, conv_spec(1, 1, layout)));
+  bn2_ = &register_module("bn2", std::make_unique<FrozenBatchNorm2d>(width, bn_spec(true, layout)));
+  conv3_ = &register_module("conv3", std::make_unique<Conv2d>(width, out, 1, 1, conv_spec(1, 0, layout)));
+  bn3_ = &register_module("bn3", std::make_unique<FrozenBatchNorm2d>(out, bn_spec(false, layout)));
   if (stride != 1 || in != out) {
     auto& ds = register_module("downsample", std::make_unique<nn::Module>());
-    proj_conv_ = &ds.register_module("0", std::make_unique<Conv2d>(in, out, 1, 1, conv_spec(stride, 0)));
-    proj_bn_ = &ds.register_module("1", std::make_unique<FrozenBatchNorm2d>(out, bn_spec(false)));
+    proj_conv_ = &ds.register_module("0", std::make_unique<Conv2d>(in, out, 1, 1, conv_spec(stride, 0, layout)));
+    proj_bn_ = &ds.register_module("1", std::make_unique<FrozenBatchNorm2d>(out, bn_spec(false, layout)));
   }
 }
 
@@ -159,14 +162,14 @@ MaskRcnn::MaskRcnn(const MaskRcnnConfig& c) : config_(c) {
   auto& backbone = register_module("backbone", std::make_unique<nn::Module>());
   auto& body = backbone.register_module("body", std::make_unique<nn::Module>());
   auto& stem = body.register_module("stem", std::make_unique<nn::Module>());
-  stem_conv_ = &stem.register_module("conv1", std::make_unique<Conv2d>(3, c.stem_channels, 7, 7, conv_spec(2, 3)));
+  stem_conv_ = &stem.register_module("conv1", std::make_unique<Conv2d>(3, c.stem_channels, 7, 7, conv_spec(2, 3, c.layout)));
   stem_conv_->set_input_grad(false);
-  stem_bn_ = &stem.register_module("bn1", std::make_unique<FrozenBatchNorm2d>(c.stem_channels, bn_spec(true)));
+  stem_bn_ = &stem.register_module("bn1", std::make_unique<FrozenBatchNorm2d>(c.stem_channels, bn_spec(true, c.layout)));
   nn::Pool2dSpec p;
   p.kernel_h = p.kernel_w = 3;
   p.stride_h = p.stride_w = 2;
   p.pad_h = p.pad_w = 1;
-  p.layout = nn::ImageLayout::nchw;
+  p.layout = c.layout;
   stem_pool_ = &stem.register_module("maxpool", std::make_unique<nn::MaxPool2d>(p));
   std::int64_t in = c.stem_channels;
   const int first = first_trainable_stage();
@@ -176,7 +179,7 @@ MaskRcnn::MaskRcnn(const MaskRcnnConfig& c) : config_(c) {
     for (std::int64_t b = 0; b < c.blocks[s]; ++b) {
       const std::int64_t stride = (s > 0 && b == 0) ? 2 : 1;
       Bottleneck& block = stage.register_module(
-          std::to_string(b), std::make_unique<Bottleneck>(in, stage_width(c, s), stage_out(c, s), stride));
+          std::to_string(b), std::make_unique<Bottleneck>(in, stage_width(c, s), stage_out(c, s), stride, c.layout));
       block.set_frozen(!stage_trainable(s));
       if (static_cast<int>(s) == first && b == 0 && c.freeze_at > 0) block.set_input_grad(false);
       stages_.back().push_back(&block);
@@ -188,15 +191,17 @@ MaskRcnn::MaskRcnn(const MaskRcnnConfig& c) : config_(c) {
   const std::int64_t F = c.fpn_channels;
   for (std::size_t l = 0; l < 4; ++l) {
     inner_.push_back(&fpn.register_module(fmt::format("fpn_inner{}", l + 1),
-                                          std::make_unique<Conv2d>(stage_out(c, l), F, 1, 1, conv_spec(1, 0), true)));
+                                          std::make_unique<Conv2d>(stage_out(c, l), F, 1, 1, conv_spec(1, 0, c.layout), true)));
     layer_.push_back(&fpn.register_module(fmt::format("fpn_layer{}", l + 1),
-                                          std::make_unique<Conv2d>(F, F, 3, 3, conv_spec(1, 1), true)));
+                                          std::make_unique<Conv2d>(F, F, 3, 3, conv_spec(1, 1, c.layout), true)));
   }
 
   auto& rpn = register_module("rpn", std::make_unique<nn::Module>()).register_module("head", std::make_unique<nn::Module>());
-  rpn_conv_ = &rpn.register_module("conv", std::make_unique<Conv2d>(F, F, 3, 3, conv_spec(1, 1), true));
-  rpn_cls_ = &rpn.register_module("cls_logits", std::make_unique<Conv2d>(F, c.num_anchors, 1, 1, conv_spec(1, 0), true));
-  rpn_box_ = &rpn.register_module("bbox_pred", std::make_unique<Conv2d>(F, 4 * c.num_anchors, 1, 1, conv_spec(1, 0), true));
+  rpn_conv_ = &rpn.register_module("conv", std::make_unique<Conv2d>(F, F, 3, 3, conv_spec(1, 1, c.layout), true));
+  rpn_cls_ = &rpn.register_module("cls_logits",
+                                  std::make_unique<Conv2d>(F, c.num_anchors, 1, 1, conv_spec(1, 0, c.layout), true));
+  rpn_box_ = &rpn.register_module("bbox_pred",
+                                  std::make_unique<Conv2d>(F, 4 * c.num_anchors, 1, 1, conv_spec(1, 0, c.layout), true));
 
   auto& heads = register_module("roi_heads", std::make_unique<nn::Module>());
   auto& box = heads.register_module("box", std::make_unique<nn::Module>());
@@ -214,14 +219,14 @@ MaskRcnn::MaskRcnn(const MaskRcnnConfig& c) : config_(c) {
   std::int64_t mc = F;
   for (std::int64_t i = 0; i < c.mask_convs; ++i) {
     mask_fcn_.push_back(&mfe.register_module(fmt::format("mask_fcn{}", i + 1),
-                                             std::make_unique<Conv2d>(mc, c.mask_channels, 3, 3, conv_spec(1, 1), true)));
+                                             std::make_unique<Conv2d>(mc, c.mask_channels, 3, 3, conv_spec(1, 1, c.layout), true)));
     mc = c.mask_channels;
   }
   auto& mpred = mask.register_module("predictor", std::make_unique<nn::Module>());
   conv5_mask_ = &mpred.register_module(
-      "conv5_mask", std::make_unique<nn::ConvTranspose2d>(mc, c.mask_channels, 2, 2, conv_spec(2, 0), true));
+      "conv5_mask", std::make_unique<nn::ConvTranspose2d>(mc, c.mask_channels, 2, 2, conv_spec(2, 0, c.layout), true));
   mask_logits_ = &mpred.register_module(
-      "mask_fcn_logits", std::make_unique<Conv2d>(c.mask_channels, c.num_classes, 1, 1, conv_spec(1, 0), true));
+      "mask_fcn_logits", std::make_unique<Conv2d>(c.mask_channels, c.num_classes, 1, 1, conv_spec(1, 0, c.layout), true));
 }
 
 bool MaskRcnn::stage_trainable(std::size_t s) const {
@@ -242,9 +247,15 @@ nn::RoIAlignSpec MaskRcnn::roi_spec(std::int64_t resolution) const {
   s.spatial_scales = {0.25f, 0.125f, 0.0625f, 0.03125f};
   s.sampling_ratio = 2;
   s.aligned = false;
-  s.channels_last = false;
+  s.channels_last = nhwc();
   return s;
 }
+
+Tensor MaskRcnn::from_nchw(const Tensor& t) const {
+  return nhwc() && t.defined() ? nn::permute_copy(t, {0, 2, 3, 1}) : t;
+}
+
+Tensor MaskRcnn::to_nchw(const Tensor& t) const { return nhwc() && t.defined() ? nn::permute_copy(t, {0, 3, 1, 2}) : t; }
 
 RpnOutputs MaskRcnn::forward(const Tensor& images) {
   const MaskRcnnConfig& c = config_;
@@ -265,7 +276,7 @@ RpnOutputs MaskRcnn::forward(const Tensor& images) {
     stem_pool_->train(false);
   }
 
-  Tensor h = stem_pool_->forward(stem_bn_->forward(run_conv(*stem_conv_, images, stem_trains)));
+  Tensor h = stem_pool_->forward(stem_bn_->forward(run_conv(*stem_conv_, from_nchw(images), stem_trains)));
   std::vector<Tensor> feats;
   for (std::size_t s = 0; s < 4; ++s) {
     for (Bottleneck* b : stages_[s]) h = b->forward(h);
@@ -279,20 +290,20 @@ RpnOutputs MaskRcnn::forward(const Tensor& images) {
   p[3] = layer_[3]->apply(last);
   for (int l = 2; l >= 0; --l) {
     Tensor lateral = inner_[static_cast<std::size_t>(l)]->apply(feats[static_cast<std::size_t>(l)]);
-    nn::add_(lateral, nn::upsample_nearest2d_forward(last, lateral.size(2), lateral.size(3), nn::ImageLayout::nchw));
+    nn::add_(lateral, nn::upsample_nearest2d_forward(last, image_h(lateral, c.layout), image_w(lateral, c.layout), c.layout));
     last = lateral;
     merged[static_cast<std::size_t>(l)] = last;
     p[static_cast<std::size_t>(l)] = layer_[static_cast<std::size_t>(l)]->apply(last);
   }
-  p[4] = nn::max_pool2d_forward(p[3], p6_spec());
+  p[4] = nn::max_pool2d_forward(p[3], p6_spec(c.layout));
 
   RpnOutputs out;
   std::vector<Tensor> ts;
   for (int l = 0; l < kLevels; ++l) {
     const Tensor t = nn::relu(rpn_conv_->apply(p[static_cast<std::size_t>(l)]));
-    out.objectness.push_back(rpn_cls_->apply(t));
-    out.deltas.push_back(rpn_box_->apply(t));
-    out.grid_sizes.emplace_back(t.size(2), t.size(3));
+    out.objectness.push_back(to_nchw(rpn_cls_->apply(t)));
+    out.deltas.push_back(to_nchw(rpn_box_->apply(t)));
+    out.grid_sizes.emplace_back(image_h(t, c.layout), image_w(t, c.layout));
     if (train) ts.push_back(t);
   }
   p_ = std::move(p);
@@ -311,7 +322,8 @@ BoxHeadOutputs MaskRcnn::box_head(const Tensor& rois) {
               shape_str(rois.shape()));
   const std::vector<Tensor> levels(p_.begin(), p_.begin() + kRoiLevels);
   const Tensor lv = nn::map_roi_levels(rois);
-  const Tensor pooled = nn::roi_align_forward(levels, rois, lv, roi_spec(config_.box_resolution));
+  // Flattened in (C, h, w) order whatever the layout: fc6's weights are the reference's.
+  const Tensor pooled = to_nchw(nn::roi_align_forward(levels, rois, lv, roi_spec(config_.box_resolution)));
   const Tensor x = pooled.reshape({rois.size(0), pooled.numel() / std::max<std::int64_t>(1, rois.size(0))});
   const Tensor h = fc7_->forward(fc6_->forward(x));
   BoxHeadOutputs out{cls_score_->forward(h), bbox_pred_->forward(h)};
@@ -338,7 +350,7 @@ Tensor MaskRcnn::mask_head(const Tensor& rois) {
   }
   x = nn::relu(conv5_mask_->forward(x));
   if (train) acts.push_back(x);
-  Tensor logits = mask_logits_->forward(x);
+  Tensor logits = to_nchw(mask_logits_->forward(x));
   if (train) {
     mask_rois_ = rois;
     mask_levels_ = lv;
@@ -367,7 +379,7 @@ void MaskRcnn::backward(const std::vector<Tensor>& dobj, const std::vector<Tenso
     nn::add_(dh, bbox_pred_->backward(dbox));
     const Tensor dx = fc6_->backward(fc7_->backward(dh));
     const std::int64_t r = box_rois_.size(0), res = c.box_resolution;
-    const std::vector<Tensor> d = nn::roi_align_backward(dx.reshape({r, c.fpn_channels, res, res}), box_rois_,
+    const std::vector<Tensor> d = nn::roi_align_backward(from_nchw(dx.reshape({r, c.fpn_channels, res, res})), box_rois_,
                                                          box_levels_, roi_shapes, roi_spec(res));
     for (int l = 0; l < kRoiLevels; ++l) accumulate(dp[static_cast<std::size_t>(l)], d[static_cast<std::size_t>(l)]);
   }
@@ -376,7 +388,7 @@ void MaskRcnn::backward(const std::vector<Tensor>& dobj, const std::vector<Tenso
 
   // Mask head.
   if (ran_mask) {
-    Tensor d = mask_logits_->backward(dmask);
+    Tensor d = mask_logits_->backward(from_nchw(dmask));
     d = conv5_mask_->backward(relu_mask(d, mask_acts_.back()));
     for (std::size_t i = mask_fcn_.size(); i-- > 0;) d = mask_fcn_[i]->backward(relu_mask(d, mask_acts_[i]));
     const std::vector<Tensor> dl =
@@ -391,14 +403,14 @@ void MaskRcnn::backward(const std::vector<Tensor>& dobj, const std::vector<Tenso
   for (int l = 0; l < kLevels; ++l) {
     const auto li = static_cast<std::size_t>(l);
     const Tensor& t = rpn_t_[li];
-    Tensor dt = rpn_cls_->apply_backward(dobj[li], t, true);
-    nn::add_(dt, rpn_box_->apply_backward(ddelta[li], t, true));
+    Tensor dt = rpn_cls_->apply_backward(from_nchw(dobj[li]), t, true);
+    nn::add_(dt, rpn_box_->apply_backward(from_nchw(ddelta[li]), t, true));
     accumulate(dp[li], rpn_conv_->apply_backward(relu_mask(dt, t), p_[li], true));
   }
   rpn_t_.clear();
 
   // P6 = max_pool(P5, 1, 2).
-  accumulate(dp[3], nn::max_pool2d_backward(dp[4], p_[3], p_[4], p6_spec()));
+  accumulate(dp[3], nn::max_pool2d_backward(dp[4], p_[3], p_[4], p6_spec(c.layout)));
 
   // FPN top-down in reverse: merged[l] = inner(C_l) + up(merged[l + 1]).
   std::vector<Tensor> dc(4);
@@ -409,7 +421,7 @@ void MaskRcnn::backward(const std::vector<Tensor>& dobj, const std::vector<Tenso
     if (!dm.defined()) dm = Tensor::zeros(merged_[li].shape(), merged_[li].dtype(), merged_[li].device());
     if (dmerged.defined()) nn::add_(dm, dmerged);
     dc[li] = inner_[li]->apply_backward(dm, c_[li], stage_trainable(li));
-    if (l < 3) dmerged = nn::upsample_nearest2d_backward(dm, merged_[li + 1].shape(), nn::ImageLayout::nchw);
+    if (l < 3) dmerged = nn::upsample_nearest2d_backward(dm, merged_[li + 1].shape(), c.layout);
   }
   merged_.clear();
   c_.clear();

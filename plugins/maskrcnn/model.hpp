@@ -41,10 +41,23 @@
 /// roi_heads.box.predictor.cls_score.weight, roi_heads.mask.feature_extractor.mask_fcn1.weight,
 /// roi_heads.mask.predictor.conv5_mask.weight, roi_heads.mask.predictor.mask_fcn_logits.bias.
 ///
-/// Layout NCHW. Precision: the policy of set_precision() (nn/module.hpp, Note [Layers under a
-/// precision policy]): f32 master weights and gradients; activations and every output in the
-/// conv/matmul storage type (f32, or bf16/f16, emulated on the CPU), the functional convolutions
-/// of the FPN and RPN included; tf32 on CUDA through the math scope. Ownership: the model owns its
+/// Note [Mask R-CNN layout]
+/// The interface is NCHW whatever the layout: images [N, 3, H, W], the RPN outputs [N, A, H_l, W_l]
+/// and [N, 4A, H_l, W_l], mask logits [P, K, 2M, 2M], the box head's RoI features flattened in
+/// (C, h, w) order (fc6's weights are the reference's). Inside, MaskRcnnConfig::layout chooses:
+/// NHWC (the default, and the workload's option layout=nhwc) runs every convolution, frozen batch
+/// norm, pool, upsampling and RoIAlign channels-last, with a permute at each edge (the images in;
+/// the RPN outputs, the box head's pooled features and the mask logits out; their gradients back),
+/// as PyTorch's channels-last AMP runs. On CUDA this is the layout where cuDNN takes
+/// half-precision convolutions at all (Note [Half-precision convolutions]): in NCHW every bf16
+/// convolution was promoted to f32, 0.16x PyTorch AMP on an H200 (results/gpu/2026-11-27/run4).
+/// On the CPU the mini configuration trains as fast or a little faster in NHWC (42-47 against
+/// 38-40 samples/s). NCHW stays for comparison (layout=nchw).
+///
+/// Precision: the policy of set_precision() (nn/module.hpp, Note [Layers under a precision
+/// policy]): f32 master weights and gradients; activations and every output in the conv/matmul
+/// storage type (f32, or bf16/f16, emulated on the CPU), the functional convolutions of the FPN and
+/// RPN and the frozen layers' included; tf32 on CUDA through the math scope. Ownership: the model owns its
 /// layers and keeps the activations of the last training forward (features, RPN, and each head's
 /// last call) until backward(). Threading: one training thread.
 
@@ -73,6 +86,8 @@ struct MaskRcnnConfig {
   std::int64_t box_resolution = 7;               ///< box-head RoIAlign output
   std::int64_t mask_resolution = 14;             ///< mask-head RoIAlign output (logits are 2x)
   std::int64_t freeze_at = 2;                    ///< Note [Mask R-CNN frozen layers]; 0..5
+  /// The activations' layout inside the model (Note [Mask R-CNN layout]); the interface is NCHW.
+  nn::ImageLayout layout = nn::ImageLayout::nhwc;
 };
 
 /// The RPN's outputs, per level P2..P6.
@@ -90,7 +105,8 @@ struct BoxHeadOutputs {
 /// One ResNet bottleneck with the stride in its first 1x1 (Note [Mask R-CNN architecture]).
 class Bottleneck : public nn::Layer {
  public:
-  Bottleneck(std::int64_t in_channels, std::int64_t width, std::int64_t out_channels, std::int64_t stride);
+  Bottleneck(std::int64_t in_channels, std::int64_t width, std::int64_t out_channels, std::int64_t stride,
+             nn::ImageLayout layout);
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
   void set_frozen(bool frozen) { frozen_ = frozen; }
@@ -114,7 +130,7 @@ class MaskRcnn : public nn::Module {
   /// Returns the RPN outputs; the pyramid P2..P6 stays available through features() for the
   /// heads. In training mode the activations are kept for backward().
   RpnOutputs forward(const Tensor& images);
-  /// P2..P6 of the last forward().
+  /// P2..P6 of the last forward(), in the model's layout.
   const std::vector<Tensor>& features() const { return p_; }
 
   /// The box head on rois f32 [R, 5] (batch index, x1, y1, x2, y2 in the padded image's pixels)
@@ -156,6 +172,9 @@ class MaskRcnn : public nn::Module {
   int first_trainable_stage() const;  // 0..3, 4 when no stage trains
   bool stage_trainable(std::size_t s) const;
   nn::RoIAlignSpec roi_spec(std::int64_t resolution) const;
+  bool nhwc() const { return config_.layout == nn::ImageLayout::nhwc; }
+  Tensor from_nchw(const Tensor& t) const;  // an interface tensor into the model's layout
+  Tensor to_nchw(const Tensor& t) const;    // and back
   double count_macs(std::int64_t h, std::int64_t w, bool frozen_only) const;
 
   MaskRcnnConfig config_;

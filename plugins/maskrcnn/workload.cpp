@@ -41,6 +41,8 @@ std::vector<OptionSpec> option_specs() {
       int_option("mask-convs", 4, "mask head conv3x3 layers").range(0, 8),
       int_option("mask-channels", 256, "mask head channels").at_least(1).in("channels"),
       int_option("freeze-at", 2, "frozen body stages (MLPerf: 2, the stem and res2; 0 trains everything)").range(0, 5),
+      choice_option("layout", "nhwc", {"nhwc", "nchw"},
+                    "activation layout inside the model (nhwc: channels last; Note [Mask R-CNN layout])"),
       int_option("min-size", 800, "shorter image side after resizing (MLPerf: 800)").at_least(32).in("pixels"),
       int_option("max-size", 1333, "longer image side at most (MLPerf: 1333)").at_least(32).in("pixels"),
       float_option("pixel-std", 1.0, "images are divided by this after the mean (INPUT.PIXEL_STD; MLPerf: 1)").above(0),
@@ -227,6 +229,7 @@ MaskRcnnConfig MaskRcnnWorkload::model_config(const Options& o) {
   c.mask_convs = o.get_int("mask-convs");
   c.mask_channels = o.get_int("mask-channels");
   c.freeze_at = o.get_int("freeze-at");
+  c.layout = nn::parse_image_layout(o.get_string("layout"));
   return c;
 }
 

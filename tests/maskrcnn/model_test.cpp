@@ -205,4 +205,62 @@ TEST(MaskRcnnModel, FrozenLayersGetNoGradient) {
   }
 }
 
+// Note [Mask R-CNN layout]: the channels-last model computes what the NCHW one does, through the
+// same NCHW interface: RPN outputs, both heads, and every trainable gradient (the frozen stem and
+// res2 included on the way, as MLPerf freezes them).
+TEST(MaskRcnnModel, ChannelsLastComputesWhatNchwDoes) {
+  struct Result {
+    std::vector<Tensor> outputs, grads;
+    std::vector<std::string> names;
+  };
+  Rng rng(21, 0);
+  const Tensor images = random({2, 3, 64, 96}, rng, 0.0f, 1.0f);
+  const Tensor box_rois = Tensor::from_vector({0, 3, 4, 40, 30, 1, 10, 12, 90, 63, 0, 20, 1, 29, 50, 1, 0, 0, 95, 63}, {4, 5});
+  const Tensor mask_rois = Tensor::from_vector({1, 5, 6, 33, 41, 0, 12, 2, 92, 24}, {2, 5});
+  auto run = [&](nn::ImageLayout layout) {
+    MaskRcnnConfig c = small();
+    c.freeze_at = 2;
+    c.layout = layout;
+    MaskRcnn m(c);
+    m.initialize(7);
+    m.train(true);
+    const RpnOutputs out = m.forward(images);
+    const BoxHeadOutputs bo = m.box_head(box_rois);
+    const Tensor ml = m.mask_head(mask_rois);
+    Rng g(5, 0);
+    Result r;
+    std::vector<Tensor> dobj, ddel;
+    for (std::size_t l = 0; l < out.objectness.size(); ++l) {
+      r.outputs.push_back(out.objectness[l]);
+      r.outputs.push_back(out.deltas[l]);
+      dobj.push_back(random(out.objectness[l].shape(), g));
+      ddel.push_back(random(out.deltas[l].shape(), g));
+    }
+    r.outputs.insert(r.outputs.end(), {bo.class_logits, bo.box_regression, ml});
+    m.zero_grad();
+    m.backward(dobj, ddel, random(bo.class_logits.shape(), g), random(bo.box_regression.shape(), g),
+               random(ml.shape(), g));
+    for (nn::Parameter* p : m.trainable_parameters()) {
+      r.grads.push_back(p->grad);
+      r.names.push_back(p->name);
+    }
+    return r;
+  };
+  const Result a = run(nn::ImageLayout::nchw), b = run(nn::ImageLayout::nhwc);
+  auto close = [](const Tensor& x, const Tensor& y) {
+    EXPECT_EQ(x.shape(), y.shape());
+    if (x.shape() != y.shape()) return false;
+    double worst = 0, scale = 1e-6;
+    for (std::int64_t i = 0; i < x.numel(); ++i) {
+      worst = std::max(worst, std::fabs(static_cast<double>(x.data<float>()[i]) - y.data<float>()[i]));
+      scale = std::max(scale, std::fabs(static_cast<double>(x.data<float>()[i])));
+    }
+    return worst <= 1e-4 * scale;  // the same sums in another order
+  };
+  ASSERT_EQ(a.outputs.size(), b.outputs.size());
+  for (std::size_t i = 0; i < a.outputs.size(); ++i) EXPECT_TRUE(close(a.outputs[i], b.outputs[i])) << "output " << i;
+  ASSERT_EQ(a.names, b.names);
+  for (std::size_t i = 0; i < a.grads.size(); ++i) EXPECT_TRUE(close(a.grads[i], b.grads[i])) << a.names[i];
+}
+
 }  // namespace
