@@ -60,8 +60,8 @@ nn::Pool2dSpec p6_spec(nn::ImageLayout layout) {  // LastLevelMaxPool: max_pool2
 }
 
 // Height and width of an activation in `layout`.
-std::int64_t image_h(const Tensor& t, nn::ImageLayout layout) { return t.size(layout == nn::ImageLayout::nhwc ? 1 : 2); }
-std::int64_t image_w(const Tensor& t, nn::ImageLayout layout) { return t.size(layout == nn::ImageLayout::nhwc ? 2 : 3); }
+std::int64_t image_h(const Tensor& t, nn::ImageLayout l) { return t.size(l == nn::ImageLayout::nhwc ? 1 : 2); }
+std::int64_t image_w(const Tensor& t, nn::ImageLayout l) { return t.size(l == nn::ImageLayout::nhwc ? 2 : 3); }
 
 std::int64_t stage_width(const MaskRcnnConfig& c, std::size_t s) { return c.stem_channels << s; }
 std::int64_t stage_out(const MaskRcnnConfig& c, std::size_t s) { return (c.stem_channels << s) * 4; }
@@ -162,9 +162,11 @@ MaskRcnn::MaskRcnn(const MaskRcnnConfig& c) : config_(c) {
   auto& backbone = register_module("backbone", std::make_unique<nn::Module>());
   auto& body = backbone.register_module("body", std::make_unique<nn::Module>());
   auto& stem = body.register_module("stem", std::make_unique<nn::Module>());
-  stem_conv_ = &stem.register_module("conv1", std::make_unique<Conv2d>(3, c.stem_channels, 7, 7, conv_spec(2, 3, c.layout)));
+  stem_conv_ = &stem.register_module("conv1",
+                                     std::make_unique<Conv2d>(3, c.stem_channels, 7, 7, conv_spec(2, 3, c.layout)));
   stem_conv_->set_input_grad(false);
-  stem_bn_ = &stem.register_module("bn1", std::make_unique<FrozenBatchNorm2d>(c.stem_channels, bn_spec(true, c.layout)));
+  stem_bn_ = &stem.register_module("bn1",
+                                   std::make_unique<FrozenBatchNorm2d>(c.stem_channels, bn_spec(true, c.layout)));
   nn::Pool2dSpec p;
   p.kernel_h = p.kernel_w = 3;
   p.stride_h = p.stride_w = 2;
@@ -190,8 +192,9 @@ MaskRcnn::MaskRcnn(const MaskRcnnConfig& c) : config_(c) {
   auto& fpn = backbone.register_module("fpn", std::make_unique<nn::Module>());
   const std::int64_t F = c.fpn_channels;
   for (std::size_t l = 0; l < 4; ++l) {
-    inner_.push_back(&fpn.register_module(fmt::format("fpn_inner{}", l + 1),
-                                          std::make_unique<Conv2d>(stage_out(c, l), F, 1, 1, conv_spec(1, 0, c.layout), true)));
+    inner_.push_back(&fpn.register_module(
+        fmt::format("fpn_inner{}", l + 1),
+        std::make_unique<Conv2d>(stage_out(c, l), F, 1, 1, conv_spec(1, 0, c.layout), true)));
     layer_.push_back(&fpn.register_module(fmt::format("fpn_layer{}", l + 1),
                                           std::make_unique<Conv2d>(F, F, 3, 3, conv_spec(1, 1, c.layout), true)));
   }
@@ -218,15 +221,17 @@ MaskRcnn::MaskRcnn(const MaskRcnnConfig& c) : config_(c) {
   auto& mfe = mask.register_module("feature_extractor", std::make_unique<nn::Module>());
   std::int64_t mc = F;
   for (std::int64_t i = 0; i < c.mask_convs; ++i) {
-    mask_fcn_.push_back(&mfe.register_module(fmt::format("mask_fcn{}", i + 1),
-                                             std::make_unique<Conv2d>(mc, c.mask_channels, 3, 3, conv_spec(1, 1, c.layout), true)));
+    mask_fcn_.push_back(&mfe.register_module(
+        fmt::format("mask_fcn{}", i + 1),
+        std::make_unique<Conv2d>(mc, c.mask_channels, 3, 3, conv_spec(1, 1, c.layout), true)));
     mc = c.mask_channels;
   }
   auto& mpred = mask.register_module("predictor", std::make_unique<nn::Module>());
   conv5_mask_ = &mpred.register_module(
       "conv5_mask", std::make_unique<nn::ConvTranspose2d>(mc, c.mask_channels, 2, 2, conv_spec(2, 0, c.layout), true));
   mask_logits_ = &mpred.register_module(
-      "mask_fcn_logits", std::make_unique<Conv2d>(c.mask_channels, c.num_classes, 1, 1, conv_spec(1, 0, c.layout), true));
+      "mask_fcn_logits",
+      std::make_unique<Conv2d>(c.mask_channels, c.num_classes, 1, 1, conv_spec(1, 0, c.layout), true));
 }
 
 bool MaskRcnn::stage_trainable(std::size_t s) const {
@@ -255,7 +260,9 @@ Tensor MaskRcnn::from_nchw(const Tensor& t) const {
   return nhwc() && t.defined() ? nn::permute_copy(t, {0, 2, 3, 1}) : t;
 }
 
-Tensor MaskRcnn::to_nchw(const Tensor& t) const { return nhwc() && t.defined() ? nn::permute_copy(t, {0, 3, 1, 2}) : t; }
+Tensor MaskRcnn::to_nchw(const Tensor& t) const {
+  return nhwc() && t.defined() ? nn::permute_copy(t, {0, 3, 1, 2}) : t;
+}
 
 RpnOutputs MaskRcnn::forward(const Tensor& images) {
   const MaskRcnnConfig& c = config_;
@@ -290,7 +297,8 @@ RpnOutputs MaskRcnn::forward(const Tensor& images) {
   p[3] = layer_[3]->apply(last);
   for (int l = 2; l >= 0; --l) {
     Tensor lateral = inner_[static_cast<std::size_t>(l)]->apply(feats[static_cast<std::size_t>(l)]);
-    nn::add_(lateral, nn::upsample_nearest2d_forward(last, image_h(lateral, c.layout), image_w(lateral, c.layout), c.layout));
+    nn::add_(lateral,
+             nn::upsample_nearest2d_forward(last, image_h(lateral, c.layout), image_w(lateral, c.layout), c.layout));
     last = lateral;
     merged[static_cast<std::size_t>(l)] = last;
     p[static_cast<std::size_t>(l)] = layer_[static_cast<std::size_t>(l)]->apply(last);
@@ -379,8 +387,8 @@ void MaskRcnn::backward(const std::vector<Tensor>& dobj, const std::vector<Tenso
     nn::add_(dh, bbox_pred_->backward(dbox));
     const Tensor dx = fc6_->backward(fc7_->backward(dh));
     const std::int64_t r = box_rois_.size(0), res = c.box_resolution;
-    const std::vector<Tensor> d = nn::roi_align_backward(from_nchw(dx.reshape({r, c.fpn_channels, res, res})), box_rois_,
-                                                         box_levels_, roi_shapes, roi_spec(res));
+    const Tensor dpooled = from_nchw(dx.reshape({r, c.fpn_channels, res, res}));
+    const std::vector<Tensor> d = nn::roi_align_backward(dpooled, box_rois_, box_levels_, roi_shapes, roi_spec(res));
     for (int l = 0; l < kRoiLevels; ++l) accumulate(dp[static_cast<std::size_t>(l)], d[static_cast<std::size_t>(l)]);
   }
   have_box_ = false;
