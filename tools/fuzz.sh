@@ -13,6 +13,15 @@
 # again from the seeds; CORPUS_DIR=none starts from the seeds in a scratch directory.
 # Needs clang and libclang-rt (Debian's clang and libclang-rt-dev; installed here when missing).
 set -euo pipefail
+# Started with a niceness (nice -n 19 bash tools/fuzz.sh), the fuzzers should yield the CPU to
+# everything else. Where the kernel groups processes by session (autogroups), niceness ranks a
+# process only within its session's group, and the groups share the CPU equally: fuzzers under
+# nice 19 still took half of a 2-core machine from a test suite started in another session. So the
+# script runs in a session of its own and gives that session's group its niceness.
+if [ -z "${BH_FUZZ_OWN_SESSION:-}" ] && [ "$(nice)" -gt 0 ] && [ -e /proc/self/autogroup ] && command -v setsid >/dev/null; then
+  BH_FUZZ_OWN_SESSION=1 exec setsid -w bash "$0" "$@"
+fi
+if [ -n "${BH_FUZZ_OWN_SESSION:-}" ]; then echo "$(nice)" > /proc/self/autogroup 2>/dev/null || true; fi
 cd "$(dirname "$0")/.."
 missing=()
 for p in clang libclang-rt-dev; do
