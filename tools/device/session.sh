@@ -34,15 +34,15 @@ if [ "${CONV_BUDGET:-40}" != 0 ]; then
   echo "conv phase rc=$? after $((SECONDS - t0)) s" >> "$work/phases.txt"
   save
 fi
-# Our runs that rank their ops by device time (Note [Op times]; PROFILE_OP_TIMES=shapes ranks each
-# op's shapes apart); PROFILE_ONLY= (empty) skips it. The
-# default profiles what results/gpu/2026-11-26 (run6, H100) left behind PyTorch: GPT-3 at 0.18x in
-# every precision, ResNet-50 at 0.54x in bf16, and RetinaNet and U-Net bf16, whose biased
-# convolutions now run natively (not yet measured).
-PROFILE_ONLY=${PROFILE_ONLY-'^(gpt3_125m_benchhost_bf16|resnet50_benchhost_bf16|retinanet_benchhost_bf16|unet3d_benchhost_bf16)$'}
+# Our runs that rank the ops of their timed steps by device time, each shape apart (Note [Op
+# times]; PROFILE_OP_TIMES=1 totals per op and dtype only); PROFILE_ONLY= (empty) skips it. The
+# default profiles what results/gpu/2026-11-27 (H200) left behind PyTorch in bf16: Mask R-CNN at
+# 0.16x (channels-last since 4835076, not yet measured), ResNet-50 at 0.48x, U-Net at 0.42x and
+# GPT-3 at 0.87x.
+PROFILE_ONLY=${PROFILE_ONLY-'^(maskrcnn_benchhost_bf16|resnet50_benchhost_bf16|unet3d_benchhost_bf16|gpt3_125m_benchhost_bf16)$'}
 if [ -n "$PROFILE_ONLY" ]; then
-  OUT=$work/profile ITERS=2 OP_TIMES=${PROFILE_OP_TIMES:-1} ONLY=$PROFILE_ONLY RUN_TIMEOUT=${RUN_TIMEOUT:-60} \
-    WORKLOADS=${PROFILE_WORKLOADS:-"gpt3 resnet50 retinanet unet3d"} \
+  OUT=$work/profile ITERS=2 OP_TIMES=${PROFILE_OP_TIMES:-shapes} ONLY=$PROFILE_ONLY RUN_TIMEOUT=${RUN_TIMEOUT:-60} \
+    WORKLOADS=${PROFILE_WORKLOADS:-"maskrcnn resnet50 unet3d gpt3"} \
     timeout -k 5 "${PROFILE_BUDGET:-120}" bash tools/device/bench_gpu.sh > "$work/profile.out" 2>&1
   echo "profile phase rc=$? after $((SECONDS - t0)) s" >> "$work/phases.txt"
   save
