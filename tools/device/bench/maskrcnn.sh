@@ -1,8 +1,8 @@
 # maskrcnn on the GPU (sourced by tools/device/bench_gpu.sh): the MLPerf Mask R-CNN (R-50-FPN),
 # batch MR_BATCH (8) of MR_SIZE^2 (800) synthetic images: ours fp32, tf32 and bf16 (the model on
 # the device; targets, proposals and RoI sampling on the host) vs PyTorch eager fp32 and bf16
-# autocast on torchvision's MaskRCNN around the same body and FPN (tools/peers/maskrcnn_peer.py
-# bench).
+# autocast (NCHW, and channels-last) on torchvision's MaskRCNN around the same body and FPN
+# (tools/peers/maskrcnn_peer.py bench).
 mr_batch=${MR_BATCH:-8}
 mr_size=${MR_SIZE:-800}
 mr_opts=(--plugin maskrcnn --config mlperf -b "$mr_batch" --maskrcnn.min-size "$mr_size" --maskrcnn.max-size "$mr_size"
@@ -19,3 +19,6 @@ for mr_amp in none bf16; do
     --device "$dev" --batch-size "$mr_batch" --image-size "$mr_size" --iters "$iters" --warmup 3 --amp "$mr_amp" \
     --config "$mr_peer_config"
 done
+# PyTorch at its fastest beside our channels-last model (maskrcnn.layout nhwc, the default).
+peer maskrcnn_pytorch_bf16_channels_last tools/peers/maskrcnn_peer.py bench --device "$dev" --batch-size "$mr_batch" \
+  --image-size "$mr_size" --iters "$iters" --warmup 3 --amp bf16 --channels-last --config "$mr_peer_config"
