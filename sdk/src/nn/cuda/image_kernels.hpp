@@ -55,9 +55,12 @@ template <class T>
 void max_pool_forward(const PoolArgs& a, const T* x, T* y);
 template <class T>
 void avg_pool_forward(const PoolArgs& a, const T* x, T* y);
-/// dx overwritten (every element written).
+/// dx overwritten (every element written). `codes`: scratch of one byte per output element where
+/// kh * kw <= kMaxPoolCodeWindow (two passes, Note [Max pooling backward by arg-max codes] in
+/// pooling.cu), or nullptr (one pass that recomputes each covering window's arg-max).
+constexpr int kMaxPoolCodeWindow = 254;
 template <class T>
-void max_pool_backward(const PoolArgs& a, const T* dy, const T* x, T* dx);
+void max_pool_backward(const PoolArgs& a, const T* dy, const T* x, T* dx, std::uint8_t* codes);
 template <class T>
 void avg_pool_backward(const PoolArgs& a, const T* dy, T* dx);
 

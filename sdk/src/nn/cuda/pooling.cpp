@@ -74,10 +74,15 @@ void max_backward(OpCall& call) {
               "max_pool2d_backward: output gradient {} does not match the forward output",
               dy.describe());
   set_device_of(x);
+  // One byte per output for the two-pass backward (Note [Max pooling backward by arg-max codes]).
+  const Tensor codes = a.kh * a.kw <= kMaxPoolCodeWindow && dy.numel() > 0
+                           ? Tensor::empty({dy.numel()}, DType::u8, x.device())
+                           : Tensor();
   with_storage(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     max_pool_backward(a, static_cast<const T*>(dy.raw_data()), static_cast<const T*>(x.raw_data()),
-                      static_cast<T*>(call.outputs[0].raw_data()));
+                      static_cast<T*>(call.outputs[0].raw_data()),
+                      codes.defined() ? static_cast<std::uint8_t*>(codes.raw_data()) : nullptr);
   });
 }
 

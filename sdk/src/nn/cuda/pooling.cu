@@ -8,7 +8,8 @@
 // thread per INPUT element backward, which gathers from the outputs whose window covers it
 // (windows overlap for 3x3 stride 2), so the backward needs no atomics and no zero-fill and is
 // deterministic. Max pooling: padding never wins, ties go to the first element of the window in
-// (kh, kw) order; the backward recomputes the arg-max from x exactly as the forward chose it.
+// (kh, kw) order; the backward recomputes the arg-max from x exactly as the forward chose it, once
+// per window in a first pass (Note [Max pooling backward by arg-max codes]).
 // Average pooling divides by kh*kw (count_include_pad) or by the window's valid elements.
 
 #include "nn/cuda/cuda_common.hpp"
@@ -55,12 +56,14 @@ __device__ __forceinline__ Window window(const PoolArgs& a, std::int64_t oh, std
   return {max(hs, std::int64_t{0}), min(hs + a.kh, a.h), max(ws, std::int64_t{0}), min(ws + a.kw, a.w)};
 }
 
-// Offset of the window's maximum in x (first in (kh, kw) order on ties).
+// Offset of the window's maximum in x (first in (kh, kw) order on ties), -1 for a window of
+// padding only; `local` gets its position in the whole (unclipped) window, (h - hs) * kw + (w - ws).
 template <class T>
 __device__ __forceinline__ std::int64_t argmax(const PoolArgs& a, const T* x, std::int64_t n,
-                                               std::int64_t c, std::int64_t oh, std::int64_t ow) {
+                                               std::int64_t c, std::int64_t oh, std::int64_t ow,
+                                               int* local = nullptr) {
   const Window wd = window(a, oh, ow);
-  std::int64_t best = -1;
+  std::int64_t best = -1, best_h = 0, best_w = 0;
   float best_v = 0.0f;
   for (std::int64_t h = wd.h0; h < wd.h1; ++h)
     for (std::int64_t w = wd.w0; w < wd.w1; ++w) {
@@ -69,8 +72,12 @@ __device__ __forceinline__ std::int64_t argmax(const PoolArgs& a, const T* x, st
       if (best < 0 || v > best_v) {
         best = off;
         best_v = v;
+        best_h = h;
+        best_w = w;
       }
     }
+  if (local)
+    *local = static_cast<int>((best_h - (oh * a.sh - a.ph)) * a.kw + (best_w - (ow * a.sw - a.pw)));
   return best;
 }
 
@@ -132,6 +139,50 @@ __global__ void max_backward(PoolArgs a, const T* dy, const T* x, T* dx) {
   }
 }
 
+// Note [Max pooling backward by arg-max codes]
+// max_backward above finds, for each input element, every window that covers it and recomputes
+// each window's arg-max: with 3x3 stride-2 windows that is four windows of nine loads per input
+// element, and ResNet-50's stem pool backward (bf16, batch 256) took about 15 ms a step on an H200,
+// six times its forward (results/gpu/2026-11-27/run5). Where a window has at most 254 elements the
+// backward runs in two passes instead: max_codes computes each window's arg-max once, as the
+// forward chose it, and stores its position in the window (one byte, kNoMax for a window of
+// padding only); max_backward_codes then gathers, for each input element, the output gradients
+// of the covering windows whose code names its position. Same sums in the same order, no atomics.
+constexpr std::uint8_t kNoMax = 255;
+
+template <class T>
+__global__ void max_codes(PoolArgs a, const T* x, std::uint8_t* code) {
+  const std::int64_t total = a.n * a.c * a.oh * a.ow;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::int64_t n, c, oh, ow;
+    coords(a, i, a.oh, a.ow, n, c, oh, ow);
+    int local = 0;
+    code[i] = argmax(a, x, n, c, oh, ow, &local) >= 0 ? static_cast<std::uint8_t>(local) : kNoMax;
+  }
+}
+
+template <class T>
+__global__ void max_backward_codes(PoolArgs a, const T* dy, const std::uint8_t* code, T* dx) {
+  const std::int64_t total = a.n * a.c * a.h * a.w;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::int64_t n, c, h, w;
+    coords(a, i, a.h, a.w, n, c, h, w);
+    std::int64_t oh0, oh1, ow0, ow1;
+    covering(h, a.kh, a.sh, a.ph, a.oh, oh0, oh1);
+    covering(w, a.kw, a.sw, a.pw, a.ow, ow0, ow1);
+    float g = 0.0f;
+    for (std::int64_t oh = oh0; oh < oh1; ++oh)
+      for (std::int64_t ow = ow0; ow < ow1; ++ow) {
+        const std::int64_t o = offset(a, n, c, oh, ow, a.oh, a.ow);
+        const std::int64_t mine = (h - (oh * a.sh - a.ph)) * a.kw + (w - (ow * a.sw - a.pw));
+        if (code[o] == mine) g += widen(dy[o]);
+      }
+    dx[i] = narrow<T>(g);
+  }
+}
+
 template <class T>
 __global__ void avg_backward(PoolArgs a, const T* dy, T* dx) {
   const std::int64_t total = a.n * a.c * a.h * a.w;
@@ -169,9 +220,16 @@ void avg_pool_forward(const PoolArgs& a, const T* x, T* y) {
 }
 
 template <class T>
-void max_pool_backward(const PoolArgs& a, const T* dy, const T* x, T* dx) {
-  const std::int64_t total = a.n * a.c * a.h * a.w;
+void max_pool_backward(const PoolArgs& a, const T* dy, const T* x, T* dx, std::uint8_t* codes) {
+  const std::int64_t total = a.n * a.c * a.h * a.w, outputs = a.n * a.c * a.oh * a.ow;
   if (total == 0) return;
+  if (codes && outputs > 0) {  // Note [Max pooling backward by arg-max codes]
+    max_codes<T><<<grid_for(outputs), 256, 0, op_stream()>>>(a, x, codes);
+    BH_CHECK_CUDA_LAUNCH("max_pool2d backward (arg-max codes)");
+    max_backward_codes<T><<<grid_for(total), 256, 0, op_stream()>>>(a, dy, codes, dx);
+    BH_CHECK_CUDA_LAUNCH("max_pool2d backward");
+    return;
+  }
   max_backward<T><<<grid_for(total), 256, 0, op_stream()>>>(a, dy, x, dx);
   BH_CHECK_CUDA_LAUNCH("max_pool2d backward");
 }
@@ -187,7 +245,7 @@ void avg_pool_backward(const PoolArgs& a, const T* dy, T* dx) {
 #define BENCHHOST_POOL_INSTANTIATE(T)                                      \
   template void max_pool_forward<T>(const PoolArgs&, const T*, T*);        \
   template void avg_pool_forward<T>(const PoolArgs&, const T*, T*);        \
-  template void max_pool_backward<T>(const PoolArgs&, const T*, const T*, T*); \
+  template void max_pool_backward<T>(const PoolArgs&, const T*, const T*, T*, std::uint8_t*); \
   template void avg_pool_backward<T>(const PoolArgs&, const T*, T*);
 BENCHHOST_POOL_INSTANTIATE(float)
 BENCHHOST_POOL_INSTANTIATE(__half)
