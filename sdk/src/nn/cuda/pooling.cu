@@ -121,49 +121,10 @@ __device__ __forceinline__ void covering(std::int64_t h, int k, int s, int p, st
   hi = min((h + p) / s + 1, out);        // oh <= floor((h + p) / s)
 }
 
+// `code`: each window's arg-max position from max_codes (Note [Max pooling backward by arg-max
+// codes]), or null to recompute each covering window's arg-max here.
 template <class T>
-__global__ void max_backward(PoolArgs a, const T* dy, const T* x, T* dx) {
-  const std::int64_t total = a.n * a.c * a.h * a.w;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    std::int64_t n, c, h, w;
-    coords(a, i, a.h, a.w, n, c, h, w);
-    std::int64_t oh0, oh1, ow0, ow1;
-    covering(h, a.kh, a.sh, a.ph, a.oh, oh0, oh1);
-    covering(w, a.kw, a.sw, a.pw, a.ow, ow0, ow1);
-    float g = 0.0f;
-    for (std::int64_t oh = oh0; oh < oh1; ++oh)
-      for (std::int64_t ow = ow0; ow < ow1; ++ow)
-        if (argmax(a, x, n, c, oh, ow) == i) g += widen(dy[offset(a, n, c, oh, ow, a.oh, a.ow)]);
-    dx[i] = narrow<T>(g);
-  }
-}
-
-// Note [Max pooling backward by arg-max codes]
-// max_backward above finds, for each input element, every window that covers it and recomputes
-// each window's arg-max: with 3x3 stride-2 windows that is four windows of nine loads per input
-// element, and ResNet-50's stem pool backward (bf16, batch 256) took about 15 ms a step on an H200,
-// six times its forward (results/gpu/2026-11-27/run5). Where a window has at most 254 elements the
-// backward runs in two passes instead: max_codes computes each window's arg-max once, as the
-// forward chose it, and stores its position in the window (one byte, kNoMax for a window of
-// padding only); max_backward_codes then gathers, for each input element, the output gradients
-// of the covering windows whose code names its position. Same sums in the same order, no atomics.
-constexpr std::uint8_t kNoMax = 255;
-
-template <class T>
-__global__ void max_codes(PoolArgs a, const T* x, std::uint8_t* code) {
-  const std::int64_t total = a.n * a.c * a.oh * a.ow;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    std::int64_t n, c, oh, ow;
-    coords(a, i, a.oh, a.ow, n, c, oh, ow);
-    int local = 0;
-    code[i] = argmax(a, x, n, c, oh, ow, &local) >= 0 ? static_cast<std::uint8_t>(local) : kNoMax;
-  }
-}
-
-template <class T>
-__global__ void max_backward_codes(PoolArgs a, const T* dy, const std::uint8_t* code, T* dx) {
+__global__ void max_backward(PoolArgs a, const T* dy, const T* x, const std::uint8_t* code, T* dx) {
   const std::int64_t total = a.n * a.c * a.h * a.w;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -176,10 +137,34 @@ __global__ void max_backward_codes(PoolArgs a, const T* dy, const std::uint8_t* 
     for (std::int64_t oh = oh0; oh < oh1; ++oh)
       for (std::int64_t ow = ow0; ow < ow1; ++ow) {
         const std::int64_t o = offset(a, n, c, oh, ow, a.oh, a.ow);
-        const std::int64_t mine = (h - (oh * a.sh - a.ph)) * a.kw + (w - (ow * a.sw - a.pw));
-        if (code[o] == mine) g += widen(dy[o]);
+        const bool mine = code ? code[o] == (h - (oh * a.sh - a.ph)) * a.kw + (w - (ow * a.sw - a.pw))
+                               : argmax(a, x, n, c, oh, ow) == i;
+        if (mine) g += widen(dy[o]);
       }
     dx[i] = narrow<T>(g);
+  }
+}
+
+// Note [Max pooling backward by arg-max codes]
+// max_backward above finds, for each input element, every window that covers it and recomputes
+// each window's arg-max: with 3x3 stride-2 windows that is four windows of nine loads per input
+// element, and ResNet-50's stem pool backward (bf16, batch 256) took about 15 ms a step on an H200,
+// six times its forward (results/gpu/2026-11-27/run5). Where a window has at most 254 elements the
+// backward runs in two passes instead: max_codes computes each window's arg-max once, as the
+// forward chose it, and stores its position in the window (one byte, kNoMax for a window of
+// padding only); max_backward then gathers, for each input element, the output gradients
+// of the covering windows whose code names its position. Same sums in the same order, no atomics.
+constexpr std::uint8_t kNoMax = 255;
+
+template <class T>
+__global__ void max_codes(PoolArgs a, const T* x, std::uint8_t* code) {
+  const std::int64_t total = a.n * a.c * a.oh * a.ow;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::int64_t n, c, oh, ow;
+    coords(a, i, a.oh, a.ow, n, c, oh, ow);
+    int local = 0;
+    code[i] = argmax(a, x, n, c, oh, ow, &local) >= 0 ? static_cast<std::uint8_t>(local) : kNoMax;
   }
 }
 
@@ -226,11 +211,8 @@ void max_pool_backward(const PoolArgs& a, const T* dy, const T* x, T* dx, std::u
   if (codes && outputs > 0) {  // Note [Max pooling backward by arg-max codes]
     max_codes<T><<<grid_for(outputs), 256, 0, op_stream()>>>(a, x, codes);
     BH_CHECK_CUDA_LAUNCH("max_pool2d backward (arg-max codes)");
-    max_backward_codes<T><<<grid_for(total), 256, 0, op_stream()>>>(a, dy, codes, dx);
-    BH_CHECK_CUDA_LAUNCH("max_pool2d backward");
-    return;
   }
-  max_backward<T><<<grid_for(total), 256, 0, op_stream()>>>(a, dy, x, dx);
+  max_backward<T><<<grid_for(total), 256, 0, op_stream()>>>(a, dy, x, outputs > 0 ? codes : nullptr, dx);
   BH_CHECK_CUDA_LAUNCH("max_pool2d backward");
 }
 
