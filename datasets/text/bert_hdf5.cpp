@@ -32,6 +32,15 @@
 
 #include "benchhost/error.hpp"
 
+// Set by AddressSanitizer and the other sanitizers when this program is built with one (tools/fuzz.sh,
+// tools/sanitize.sh); null otherwise.
+extern "C" void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+// AddressSanitizer's allocator: hooks on every malloc and free, and the size of a live block.
+extern "C" int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void*, std::size_t),
+                                                         void (*free_hook)(const volatile void*))
+    __attribute__((weak));
+extern "C" std::size_t __sanitizer_get_allocated_size(const volatile void* p) __attribute__((weak));
+
 namespace benchhost::text {
 namespace {
 
@@ -104,8 +113,49 @@ void check_declared_size(hid_t file, hid_t set, hid_t type, const std::string& p
 // grows by what each dataset, its declared size checked, will take.
 bool in_reader_process = false;
 
+// Note [The reader process's heap under a sanitizer]
+// Under AddressSanitizer the reader process has no address-space limit (its shadow memory reserves
+// terabytes), and a 5 KB file on which libhdf5 stops within the limit in 0.4 s without a sanitizer
+// (each symbol-table lookup allocating its local heap anew, H5Lexists -> H5HL_protect) grew the
+// child at 230 MB/s until the parent's 30 s deadline, past libFuzzer's 20 s timeout (fuzz_hdf5,
+// results/fuzz/2026-11-27/campaign/hdf5-s40a). The same bound is kept there by counting: ASan's
+// malloc and free hooks add up what the child's heap has grown since the read began, and past the
+// budget the address-space limit would give (256 MiB + 64 times the file, plus what allow_memory
+// grants each dataset) the child sends the verdict that limit leads to (the file needs more memory
+// than its size can justify) and exits. It counts live blocks, which the address space holds at
+// least, so it is no stricter than the limit. The hooks are installed in the child only.
+struct HeapBudget {
+  bool armed = false;
+  std::int64_t grown = 0;   // bytes allocated minus bytes freed since the read began
+  std::int64_t budget = 0;  // what the read may grow by
+  int sock = -1;            // where the verdict goes
+  std::string verdict;      // formatted before the read: the hook must not allocate
+};
+HeapBudget heap;
+
+void send_heap_verdict_and_exit();
+
+void count_malloc(const volatile void* /*ptr*/, std::size_t size) {
+  if (!heap.armed) return;
+  heap.grown += static_cast<std::int64_t>(size);
+  if (heap.grown > heap.budget) send_heap_verdict_and_exit();
+}
+
+void count_free(const volatile void* ptr) {
+  if (heap.armed && ptr != nullptr) heap.grown -= static_cast<std::int64_t>(__sanitizer_get_allocated_size(ptr));
+}
+
+bool heap_hooks_available() {
+  return __sanitizer_install_malloc_and_free_hooks != nullptr && __sanitizer_get_allocated_size != nullptr;
+}
+
 void allow_memory(double bytes) {
   if (!in_reader_process) return;
+  if (heap.armed) {
+    constexpr double kMost = 4e18;  // far past any machine, and no overflow when added to
+    heap.budget = static_cast<std::int64_t>(std::min(static_cast<double>(heap.budget) + bytes, kMost));
+    return;
+  }
   rlimit lim{};
   if (::getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return;
   const double want = static_cast<double>(lim.rlim_cur) + bytes;
@@ -211,9 +261,6 @@ void write_bert_hdf5(const std::string& path, const BertSamples& s) {
   BH_CHECK_AS(DataError, H5Fflush(file.id, H5F_SCOPE_GLOBAL) >= 0, "cannot flush '{}'", path);
 }
 
-// Set by AddressSanitizer and the other sanitizers when this program is built with one (tools/fuzz.sh,
-// tools/sanitize.sh); null otherwise.
-extern "C" void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
 
 namespace {
 // Every value of `s` in its range (the shapes are the arrays' sizes). The reader process checks
@@ -309,8 +356,8 @@ BertSamples read_checked(const std::string& path, std::int64_t vocab_size, RawOf
 // while libhdf5 parses its structure, and grows by twice each dataset's array once its declared size
 // has been held against the bytes stored (Note [HDF5 sizes against the bytes stored]), so a file
 // that makes libhdf5 allocate what its size cannot justify fails there as a DataError, not here as
-// a machine out of memory. (Not under a sanitizer, whose shadow memory reserves terabytes of address
-// space; tools/fuzz.sh caps single allocations instead.) Only when no process can be started does
+// a machine out of memory. (Under a sanitizer, whose shadow memory reserves terabytes of address
+// space, the child counts its heap instead: Note [The reader process's heap under a sanitizer].) Only when no process can be started does
 // the read run here.
 //
 // The child is forked once and kept for the next file (Note [One reader process for many files]).
@@ -344,10 +391,22 @@ bool write_all(int fd, const void* src, std::size_t n) {
 }
 
 // The child's address-space limit for reading `path` (Note [HDF5 files read in a child process]).
-void limit_memory_for(const std::string& path) {
-  if (__sanitizer_set_death_callback != nullptr) return;  // a sanitizer's shadow reserves terabytes
+void limit_memory_for(const std::string& path, int sock) {
   std::error_code ec;
   const auto bytes = std::filesystem::file_size(path, ec);
+  if (__sanitizer_set_death_callback != nullptr) {  // a sanitizer's shadow reserves terabytes
+    if (!heap_hooks_available()) return;
+    // Note [The reader process's heap under a sanitizer]
+    heap.verdict = fmt::format("'{}': reading it needed more memory than a file of its size can justify (Note [HDF5 "
+                               "files read in a child process])", path);
+    if (heap.verdict.size() > kMaxMessage) heap.verdict.resize(kMaxMessage);
+    heap.sock = sock;
+    heap.grown = 0;
+    const std::uintmax_t counted = ec ? 0 : std::min<std::uintmax_t>(bytes, std::uintmax_t{1} << 50);
+    heap.budget = (std::int64_t{256} << 20) + 64 * static_cast<std::int64_t>(counted);
+    heap.armed = true;
+    return;
+  }
   std::uint64_t pages = 0;
   if (std::FILE* f = std::fopen("/proc/self/statm", "re")) {
     if (std::fscanf(f, "%" SCNu64, &pages) != 1) pages = 0;
@@ -434,6 +493,15 @@ bool send_error(int sock, std::string message) {
   return write_all(sock, &tag, 1) && write_all(sock, &len, sizeof len) && write_all(sock, message.data(), len);
 }
 
+void send_heap_verdict_and_exit() {
+  heap.armed = false;
+  const char tag = 'E';
+  const auto len = static_cast<std::uint32_t>(heap.verdict.size());
+  if (write_all(heap.sock, &tag, 1) && write_all(heap.sock, &len, sizeof len))
+    write_all(heap.sock, heap.verdict.data(), len);
+  ::_exit(0);
+}
+
 // The child's side: read requests (u32 path length, path, i64 vocab_size) until EOF or idleness.
 [[noreturn]] void serve_reads(int sock) {
   for (const int sig : {SIGINT, SIGHUP, SIGPIPE}) std::signal(sig, SIG_IGN);
@@ -459,14 +527,22 @@ bool send_error(int sock, std::string message) {
     std::string path(len, '\0');
     if (!read_exact(path.data(), len) || !read_exact(&vocab_size, sizeof vocab_size)) ::_exit(0);
     in_reader_process = true;
-    limit_memory_for(path);
+    limit_memory_for(path, sock);
+    // Unwinding ends the count before a verdict is sent (Note [The reader process's heap under a sanitizer]).
+    struct Disarm {
+      ~Disarm() { heap.armed = false; }
+    };
     bool sent = false;
     errno = 0;
     try {
       RawOffsets raw;
       raw.fill(-1);
-      const BertSamples s = read_checked(path, vocab_size, &raw);
-      sent = send_samples(sock, s, raw);
+      std::optional<BertSamples> s;
+      {
+        Disarm disarm;
+        s = read_checked(path, vocab_size, &raw);
+      }
+      sent = send_samples(sock, *s, raw);
     } catch (const DataError& e) {
       std::string message = e.message();
       // libhdf5 reports a failed allocation as a failed read; malloc's errno says which it was.
@@ -718,6 +794,9 @@ class ReaderProcess {
       // exit status 1, which is the answer too; the death callback a fuzzer set would record the
       // input as a crash of this program and print its statistics from this child.
       if (__sanitizer_set_death_callback != nullptr) __sanitizer_set_death_callback(nullptr);
+      // Note [The reader process's heap under a sanitizer]
+      if (__sanitizer_set_death_callback != nullptr && heap_hooks_available())
+        __sanitizer_install_malloc_and_free_hooks(count_malloc, count_free);
       int sock = fds[1];
       if (sock != 3) {
         if (::dup2(sock, 3) < 0) ::_exit(0);
