@@ -261,7 +261,6 @@ void write_bert_hdf5(const std::string& path, const BertSamples& s) {
   BH_CHECK_AS(DataError, H5Fflush(file.id, H5F_SCOPE_GLOBAL) >= 0, "cannot flush '{}'", path);
 }
 
-
 namespace {
 // Every value of `s` in its range (the shapes are the arrays' sizes). The reader process checks
 // them, and this process again on what it receives.
@@ -357,8 +356,8 @@ BertSamples read_checked(const std::string& path, std::int64_t vocab_size, RawOf
 // has been held against the bytes stored (Note [HDF5 sizes against the bytes stored]), so a file
 // that makes libhdf5 allocate what its size cannot justify fails there as a DataError, not here as
 // a machine out of memory. (Under a sanitizer, whose shadow memory reserves terabytes of address
-// space, the child counts its heap instead: Note [The reader process's heap under a sanitizer].) Only when no process can be started does
-// the read run here.
+// space, the child counts its heap instead: Note [The reader process's heap under a sanitizer].)
+// Only when no process can be started does the read run here.
 //
 // The child is forked once and kept for the next file (Note [One reader process for many files]).
 // It only reads files and _exits (glibc keeps malloc usable after fork).
@@ -528,7 +527,8 @@ void send_heap_verdict_and_exit() {
     if (!read_exact(path.data(), len) || !read_exact(&vocab_size, sizeof vocab_size)) ::_exit(0);
     in_reader_process = true;
     limit_memory_for(path, sock);
-    // Unwinding ends the count before a verdict is sent (Note [The reader process's heap under a sanitizer]).
+    // Unwinding ends the count before a verdict is sent (Note [The reader process's heap under a
+    // sanitizer]).
     struct Disarm {
       ~Disarm() { heap.armed = false; }
     };
