@@ -26,6 +26,7 @@
 #include <new>
 #include <numeric>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
@@ -112,6 +113,15 @@ void check_declared_size(hid_t file, hid_t set, hid_t type, const std::string& p
 // Set in the reader process (Note [HDF5 files read in a child process]): its address-space limit
 // grows by what each dataset, its declared size checked, will take.
 bool in_reader_process = false;
+
+// What the reader process may grow by to parse a file's structure, before 64 times the file's size
+// (Note [HDF5 files read in a child process]); detail::set_hdf5_reader_base_allowance lowers it
+// for a harness whose files are small.
+std::int64_t base_allowance = std::int64_t{256} << 20;
+
+// The verdict on a file whose read outgrew its allowance.
+constexpr std::string_view kNeedsMoreMemory =
+    "reading it needed more memory than a file of its size can justify (Note [HDF5 files read in a child process])";
 
 // Note [The reader process's heap under a sanitizer]
 // Under AddressSanitizer the reader process has no address-space limit (its shadow memory reserves
@@ -396,13 +406,12 @@ void limit_memory_for(const std::string& path, int sock) {
   if (__sanitizer_set_death_callback != nullptr) {  // a sanitizer's shadow reserves terabytes
     if (!heap_hooks_available()) return;
     // Note [The reader process's heap under a sanitizer]
-    heap.verdict = fmt::format("'{}': reading it needed more memory than a file of its size can justify (Note [HDF5 "
-                               "files read in a child process])", path);
+    heap.verdict = fmt::format("'{}': {}", path, kNeedsMoreMemory);
     if (heap.verdict.size() > kMaxMessage) heap.verdict.resize(kMaxMessage);
     heap.sock = sock;
     heap.grown = 0;
     const std::uintmax_t counted = ec ? 0 : std::min<std::uintmax_t>(bytes, std::uintmax_t{1} << 50);
-    heap.budget = (std::int64_t{256} << 20) + 64 * static_cast<std::int64_t>(counted);
+    heap.budget = base_allowance + 64 * static_cast<std::int64_t>(counted);
     heap.armed = true;
     return;
   }
@@ -414,8 +423,8 @@ void limit_memory_for(const std::string& path, int sock) {
   if (pages == 0) return;
   rlimit lim{};
   if (::getrlimit(RLIMIT_AS, &lim) != 0) return;
-  const double want = static_cast<double>(pages) * static_cast<double>(::sysconf(_SC_PAGESIZE)) + 256.0 * (1 << 20) +
-                      64.0 * static_cast<double>(ec ? 0 : bytes);
+  const double want = static_cast<double>(pages) * static_cast<double>(::sysconf(_SC_PAGESIZE)) +
+                      static_cast<double>(base_allowance) + 64.0 * static_cast<double>(ec ? 0 : bytes);
   rlim_t soft = want >= 1.8e19 ? RLIM_INFINITY : static_cast<rlim_t>(want);
   if (lim.rlim_max != RLIM_INFINITY && soft > lim.rlim_max) soft = lim.rlim_max;
   lim.rlim_cur = soft;
@@ -546,13 +555,10 @@ void send_heap_verdict_and_exit() {
     } catch (const DataError& e) {
       std::string message = e.message();
       // libhdf5 reports a failed allocation as a failed read; malloc's errno says which it was.
-      if (errno == ENOMEM)
-        message += "; reading it needed more memory than a file of its size can justify (Note [HDF5 files read in a "
-                   "child process])";
+      if (errno == ENOMEM) message += fmt::format("; {}", kNeedsMoreMemory);
       sent = send_error(sock, message);
     } catch (const std::bad_alloc&) {
-      sent = send_error(sock, fmt::format("'{}': reading it needed more memory than a file of its size can justify "
-                                          "(Note [HDF5 files read in a child process])", path));
+      sent = send_error(sock, fmt::format("'{}': {}", path, kNeedsMoreMemory));
     }
     if (!sent) ::_exit(0);
   }
@@ -603,6 +609,20 @@ class ReaderProcess {
   std::int64_t started() const { return started_; }
   bool answered() const { return answered_; }
 
+  void stop() {
+    // A process forked from this one (without exec) that exits normally runs this too: the child is
+    // its parent's, not its to end.
+    if (owner_ != ::getpid()) return;
+    if (sock_ >= 0) ::close(sock_);
+    sock_ = -1;
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    forget();
+  }
+
  private:
   struct Outcome {
     enum Kind { kSamples, kError, kEnded, kDeadline };
@@ -622,10 +642,9 @@ class ReaderProcess {
     if (!write_all(sock_, request.data(), request.size())) return ended();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit);
     bool late = false;
-    // Exactly n bytes by the deadline; false when the child closed its end or the deadline passed.
-    auto receive = [&](void* dst, std::size_t n) {
-      auto* p = static_cast<char*>(dst);
-      while (n > 0) {
+    // Until the socket has bytes to read; false when the deadline passed (late) or poll failed.
+    auto readable = [&] {
+      while (true) {
         const auto left =
             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) {
@@ -635,7 +654,14 @@ class ReaderProcess {
         pollfd pfd{sock_, POLLIN, 0};
         const int ready = ::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count() + 1, 1000)));
         if (ready < 0 && errno != EINTR) return false;
-        if (ready <= 0) continue;
+        if (ready > 0) return true;
+      }
+    };
+    // Exactly n bytes by the deadline; false when the child closed its end or the deadline passed.
+    auto receive = [&](void* dst, std::size_t n) {
+      auto* p = static_cast<char*>(dst);
+      while (n > 0) {
+        if (!readable()) return false;
         const ssize_t got = ::recv(sock_, p, n, 0);
         if (got < 0 && errno == EINTR) continue;
         if (got <= 0) return false;
@@ -658,16 +684,7 @@ class ReaderProcess {
     char tag = 0;
     int fd = -1;
     while (true) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
-        late = true;
-        return failed();
-      }
-      pollfd pfd{sock_, POLLIN, 0};
-      const int ready = ::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count() + 1, 1000)));
-      if (ready < 0 && errno != EINTR) return failed();
-      if (ready <= 0) continue;
+      if (!readable()) return failed();
       iovec iov{&tag, 1};
       alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
       msghdr msg{};
@@ -823,20 +840,6 @@ class ReaderProcess {
     return {Outcome::kEnded, status};
   }
 
-  void stop() {
-    // A process forked from this one (without exec) that exits normally runs this too: the child is
-    // its parent's, not its to end.
-    if (owner_ != ::getpid()) return;
-    if (sock_ >= 0) ::close(sock_);
-    sock_ = -1;
-    if (pid_ > 0 && !reaped_) {
-      ::kill(pid_, SIGKILL);
-      while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-      }
-    }
-    forget();
-  }
-
   void forget() {
     if (sock_ >= 0) ::close(sock_);
     sock_ = -1;
@@ -879,6 +882,12 @@ bool hdf5_last_verdict_was_a_read() {
 BertSamples read_bert_hdf5_in_this_process(const std::string& path, std::int64_t vocab_size) {
   const std::lock_guard lock(hdf5_mutex());
   return read_checked(path, vocab_size);
+}
+void set_hdf5_reader_base_allowance(std::int64_t bytes) {
+  BH_CHECK_AS(InvalidArgument, bytes > 0, "set_hdf5_reader_base_allowance: {} bytes (must be positive)", bytes);
+  const std::lock_guard lock(hdf5_mutex());
+  base_allowance = bytes;
+  reader_process().stop();  // the next read forks a child with it
 }
 }  // namespace detail
 

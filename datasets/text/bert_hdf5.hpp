@@ -53,6 +53,11 @@ bool hdf5_last_verdict_was_a_read();
 /// For fuzz_hdf5: the same read in this process, without a reader process. Only for a file a
 /// reader process has read without dying: libhdf5 may crash on others.
 BertSamples read_bert_hdf5_in_this_process(const std::string& path, std::int64_t vocab_size);
+/// For fuzz_hdf5: what the reader process may grow by to parse a file's structure, before 64 times
+/// the file's size (256 MiB unless set). A harness whose files are small lowers it so that a file
+/// libhdf5 cannot parse within it gets its verdict sooner. Ends the current reader process; the next
+/// read starts one with it.
+void set_hdf5_reader_base_allowance(std::int64_t bytes);
 }  // namespace detail
 
 }  // namespace benchhost::text

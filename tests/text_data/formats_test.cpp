@@ -420,6 +420,43 @@ TEST(BertHdf5, AFileWhoseLookupsGrowTheHeapIsRefusedForItsMemory) {
   }
 }
 
+// A harness whose files are small lowers the reader process's base allowance (fuzz_hdf5: 16 MiB):
+// a shard still reads within it, the file above gets the same verdict, and the allowance applies
+// to the reader process started after it is set, not only to the next fork by chance.
+TEST(BertHdf5, ALowerBaseAllowanceStillReadsAShardAndRefusesTheSameFile) {
+  if (__sanitizer_set_death_callback != nullptr && __sanitizer_install_malloc_and_free_hooks == nullptr)
+    GTEST_SKIP() << "a sanitizer without AddressSanitizer's allocator hooks: the child has no bound";
+  TempDir dir;
+  const auto docs = docs_of(6);
+  const WordPiece vocab = WordPiece::build(docs, 150);
+  BertSampleOptions opt;
+  opt.seq_len = 32;
+  opt.max_predictions = 4;
+  const BertSamples s = make_bert_samples(docs, vocab, opt);
+  ASSERT_GT(s.count, 0);
+  write_bert_hdf5(dir / "good.hdf5", s);
+  using benchhost::text::detail::hdf5_reader_process_id;
+  using benchhost::text::detail::set_hdf5_reader_base_allowance;
+  read_bert_hdf5(dir / "good.hdf5");  // a reader process with the default allowance
+  const int before = hdf5_reader_process_id();
+  set_hdf5_reader_base_allowance(std::int64_t{16} << 20);
+  struct Restore {
+    ~Restore() { set_hdf5_reader_base_allowance(std::int64_t{256} << 20); }
+  } restore;
+  EXPECT_EQ(hdf5_reader_process_id(), -1) << "the reader process started before the allowance was set is ended";
+  const BertSamples back = read_bert_hdf5(dir / "good.hdf5");
+  EXPECT_NE(hdf5_reader_process_id(), before);
+  EXPECT_EQ(back.input_ids, s.input_ids);
+  const std::string grows = std::string(BENCHHOST_TEXT_TEST_FILES) + "/hdf5_lookups_grow_the_heap.hdf5";
+  try {
+    read_bert_hdf5(grows);
+    FAIL() << "read";
+  } catch (const DataError& e) {
+    EXPECT_NE(e.message().find("more memory than a file of its size can justify"), std::string::npos) << e.message();
+  }
+  EXPECT_THROW(set_hdf5_reader_base_allowance(0), InvalidArgument);
+}
+
 // Note [One reader process for many files]: one child reads every file first; a crash on one file
 // costs no other file anything, a child that dies between files is replaced, and the verdict on a
 // file comes from a child that has read nothing else.
