@@ -420,6 +420,19 @@ TEST(BertHdf5, AFileWhoseLookupsGrowTheHeapIsRefusedForItsMemory) {
   }
 }
 
+namespace {
+// A small shard of six documents' samples (ids below the vocabulary's size, returned in `vocab_size`).
+BertSamples small_shard(std::int64_t* vocab_size = nullptr) {
+  const auto docs = docs_of(6);
+  const WordPiece vocab = WordPiece::build(docs, 150);
+  if (vocab_size != nullptr) *vocab_size = vocab.size();
+  BertSampleOptions opt;
+  opt.seq_len = 32;
+  opt.max_predictions = 4;
+  return make_bert_samples(docs, vocab, opt);
+}
+}  // namespace
+
 // A harness whose files are small lowers the reader process's base allowance (fuzz_hdf5: 16 MiB):
 // a shard still reads within it, the file above gets the same verdict, and the allowance applies
 // to the reader process started after it is set, not only to the next fork by chance.
@@ -427,12 +440,7 @@ TEST(BertHdf5, ALowerBaseAllowanceStillReadsAShardAndRefusesTheSameFile) {
   if (__sanitizer_set_death_callback != nullptr && __sanitizer_install_malloc_and_free_hooks == nullptr)
     GTEST_SKIP() << "a sanitizer without AddressSanitizer's allocator hooks: the child has no bound";
   TempDir dir;
-  const auto docs = docs_of(6);
-  const WordPiece vocab = WordPiece::build(docs, 150);
-  BertSampleOptions opt;
-  opt.seq_len = 32;
-  opt.max_predictions = 4;
-  const BertSamples s = make_bert_samples(docs, vocab, opt);
+  const BertSamples s = small_shard();
   ASSERT_GT(s.count, 0);
   write_bert_hdf5(dir / "good.hdf5", s);
   using benchhost::text::detail::hdf5_reader_process_id;
@@ -462,12 +470,8 @@ TEST(BertHdf5, ALowerBaseAllowanceStillReadsAShardAndRefusesTheSameFile) {
 // file comes from a child that has read nothing else.
 TEST(BertHdf5, OneReaderProcessServesManyFilesAndAFailureCostsNoOtherFile) {
   TempDir dir;
-  const auto docs = docs_of(6);
-  const WordPiece vocab = WordPiece::build(docs, 150);
-  BertSampleOptions opt;
-  opt.seq_len = 32;
-  opt.max_predictions = 4;
-  const BertSamples s = make_bert_samples(docs, vocab, opt);
+  std::int64_t vocab_size = 0;
+  const BertSamples s = small_shard(&vocab_size);
   ASSERT_GT(s.count, 0);
   write_bert_hdf5(dir / "good.hdf5", s);
   const std::string good = dir / "good.hdf5";
@@ -475,25 +479,25 @@ TEST(BertHdf5, OneReaderProcessServesManyFilesAndAFailureCostsNoOtherFile) {
   using benchhost::text::detail::hdf5_reader_process_id;
   using benchhost::text::detail::hdf5_reader_processes_started;
 
-  EXPECT_EQ(read_bert_hdf5(good, vocab.size()).count, s.count);
+  EXPECT_EQ(read_bert_hdf5(good, vocab_size).count, s.count);
   const int first = hdf5_reader_process_id();
   ASSERT_GT(first, 0);
   const std::int64_t started = hdf5_reader_processes_started();
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(read_bert_hdf5(good, vocab.size()).count, s.count);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(read_bert_hdf5(good, vocab_size).count, s.count);
   EXPECT_EQ(hdf5_reader_process_id(), first) << "a new child for each file";
   EXPECT_EQ(hdf5_reader_processes_started(), started);
 
   // The used child dies on this file; a fresh one reads it again and dies too: a DataError.
   EXPECT_THROW(read_bert_hdf5(crashes), DataError);
   EXPECT_EQ(hdf5_reader_processes_started(), started + 1) << "the verdict must come from a fresh child";
-  EXPECT_EQ(read_bert_hdf5(good, vocab.size()).count, s.count);
+  EXPECT_EQ(read_bert_hdf5(good, vocab_size).count, s.count);
   EXPECT_EQ(hdf5_reader_processes_started(), started + 2);
 
   // A child that died between files (killed here) costs the next file nothing.
   const int child = hdf5_reader_process_id();
   ASSERT_GT(child, 0);
   ASSERT_EQ(::kill(child, SIGKILL), 0);
-  EXPECT_EQ(read_bert_hdf5(good, vocab.size()).count, s.count);
+  EXPECT_EQ(read_bert_hdf5(good, vocab_size).count, s.count);
   EXPECT_EQ(hdf5_reader_processes_started(), started + 3);
   EXPECT_NE(hdf5_reader_process_id(), child);
 }
