@@ -43,6 +43,17 @@ std::vector<Document> docs_of(int n) {
   return docs;
 }
 
+
+// The message of the DataError that reading `path` throws (a test failure, and "", where it reads).
+std::string hdf5_data_error(const std::string& path, std::int64_t vocab_size = 0) {
+  try {
+    read_bert_hdf5(path, vocab_size);
+  } catch (const DataError& e) {
+    return e.message();
+  }
+  ADD_FAILURE() << path << " read without a DataError";
+  return "";
+}
 }  // namespace
 
 TEST(BertSamples, FollowTheCreatePretrainingDataRules) {
@@ -105,12 +116,7 @@ TEST(BertHdf5, RoundTripsAndKeepsTheMlperfLayout) {
   EXPECT_EQ(r.max_predictions, 8);
   expect_same_samples(r, s);
   // Ids beyond a smaller vocabulary are rejected with the file name.
-  try {
-    read_bert_hdf5(dir / "a.hdf5", 6);
-    FAIL() << "expected DataError";
-  } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("a.hdf5"), std::string::npos);
-  }
+  EXPECT_NE(hdf5_data_error(dir / "a.hdf5", 6).find("a.hdf5"), std::string::npos);
 }
 
 TEST(BertHdf5, RejectsTruncatedCorruptAndInconsistentFiles) {
@@ -325,13 +331,9 @@ TEST(Prepare, BertShardsFromTheBible) {
 // file stores before anything is allocated.
 TEST(BertHdf5, ADeclaredSizeTheFileCannotHoldIsADataError) {
   const std::string path = std::string(BENCHHOST_TEXT_TEST_FILES) + "/hdf5_declares_800m_elements.hdf5";
-  try {
-    read_bert_hdf5(path);
-    FAIL() << "read";
-  } catch (const DataError& e) {
-    EXPECT_NE(e.message().find("hdf5_declares_800m_elements.hdf5"), std::string::npos) << e.message();
-    std::printf("%s\n", e.message().c_str());
-  }
+  const std::string message = hdf5_data_error(path);
+  EXPECT_NE(message.find("hdf5_declares_800m_elements.hdf5"), std::string::npos) << message;
+  std::printf("%s\n", message.c_str());
 }
 
 // A shard whose metadata makes libhdf5 ask malloc for about 2^59 bytes (found by fuzz_hdf5): a
@@ -354,12 +356,8 @@ TEST(BertHdf5, AFileThatMakesLibhdf5AskForAnAbsurdAllocationIsADataError) {
                          !(asan != nullptr && std::strstr(asan, "allocator_may_return_null=1") != nullptr);
   // The callback runs in the child, so it leaves a file where the parent can see it.
   if (child_dies) __sanitizer_set_death_callback([] { std::ofstream(marker_path) << "ran\n"; });
-  try {
-    read_bert_hdf5(path);
-    ADD_FAILURE() << "read";
-  } catch (const DataError& e) {
-    EXPECT_NE(e.message().find("hdf5_libhdf5_mallocs_2p59.hdf5"), std::string::npos) << e.message();
-  }
+  const std::string message = hdf5_data_error(path);
+  EXPECT_NE(message.find("hdf5_libhdf5_mallocs_2p59.hdf5"), std::string::npos) << message;
   if (child_dies) __sanitizer_set_death_callback(nullptr);
   EXPECT_FALSE(std::filesystem::exists(marker)) << "the death callback ran in the child";
   if (!child_dies)
@@ -369,13 +367,9 @@ TEST(BertHdf5, AFileThatMakesLibhdf5AskForAnAbsurdAllocationIsADataError) {
 
 TEST(BertHdf5, AFileThatCrashesTheHdf5LibraryIsADataError) {
   const std::string path = std::string(BENCHHOST_TEXT_TEST_FILES) + "/hdf5_crashes_libhdf5.hdf5";
-  try {
-    read_bert_hdf5(path);
-    FAIL() << "read";
-  } catch (const DataError& e) {
-    EXPECT_NE(e.message().find("hdf5_crashes_libhdf5.hdf5"), std::string::npos) << e.message();
-    EXPECT_NE(e.message().find("is corrupt: the HDF5 library"), std::string::npos) << e.message();
-  }
+  const std::string message = hdf5_data_error(path);
+  EXPECT_NE(message.find("hdf5_crashes_libhdf5.hdf5"), std::string::npos) << message;
+  EXPECT_NE(message.find("is corrupt: the HDF5 library"), std::string::npos) << message;
 }
 
 // Note [HDF5 files read in a child process]: a 6 KB shard whose superblock makes libhdf5 allocate
@@ -390,15 +384,11 @@ TEST(BertHdf5, AFileThatMakesLibhdf5AllocateGigabytesCostsThisProcessNothing) {
     return u.ru_maxrss;
   };
   const long before = peak_kb();
-  try {
-    read_bert_hdf5(path);
-    ADD_FAILURE() << "read";
-  } catch (const DataError& e) {
-    EXPECT_NE(e.message().find("hdf5_superblock_claims_1p8gb.hdf5"), std::string::npos) << e.message();
-    // Under AddressSanitizer the child counts its heap (Note [The reader process's heap under a sanitizer]).
-    if (__sanitizer_set_death_callback == nullptr || __sanitizer_install_malloc_and_free_hooks != nullptr)
-      EXPECT_NE(e.message().find("more memory than a file of its size can justify"), std::string::npos) << e.message();
-  }
+  const std::string message = hdf5_data_error(path);
+  EXPECT_NE(message.find("hdf5_superblock_claims_1p8gb.hdf5"), std::string::npos) << message;
+  // Under AddressSanitizer the child counts its heap (Note [The reader process's heap under a sanitizer]).
+  if (__sanitizer_set_death_callback == nullptr || __sanitizer_install_malloc_and_free_hooks != nullptr)
+    EXPECT_NE(message.find("more memory than a file of its size can justify"), std::string::npos) << message;
   EXPECT_LT(peak_kb() - before, 200 * 1024) << "this process's peak grew";
 }
 
@@ -411,13 +401,9 @@ TEST(BertHdf5, AFileWhoseLookupsGrowTheHeapIsRefusedForItsMemory) {
   const std::string path = std::string(BENCHHOST_TEXT_TEST_FILES) + "/hdf5_lookups_grow_the_heap.hdf5";
   if (__sanitizer_set_death_callback != nullptr && __sanitizer_install_malloc_and_free_hooks == nullptr)
     GTEST_SKIP() << "a sanitizer without AddressSanitizer's allocator hooks: the child has no bound";
-  try {
-    read_bert_hdf5(path);
-    FAIL() << "read";
-  } catch (const DataError& e) {
-    EXPECT_NE(e.message().find("hdf5_lookups_grow_the_heap.hdf5"), std::string::npos) << e.message();
-    EXPECT_NE(e.message().find("more memory than a file of its size can justify"), std::string::npos) << e.message();
-  }
+  const std::string message = hdf5_data_error(path);
+  EXPECT_NE(message.find("hdf5_lookups_grow_the_heap.hdf5"), std::string::npos) << message;
+  EXPECT_NE(message.find("more memory than a file of its size can justify"), std::string::npos) << message;
 }
 
 namespace {
@@ -456,12 +442,8 @@ TEST(BertHdf5, ALowerBaseAllowanceStillReadsAShardAndRefusesTheSameFile) {
   EXPECT_NE(hdf5_reader_process_id(), before);
   EXPECT_EQ(back.input_ids, s.input_ids);
   const std::string grows = std::string(BENCHHOST_TEXT_TEST_FILES) + "/hdf5_lookups_grow_the_heap.hdf5";
-  try {
-    read_bert_hdf5(grows);
-    FAIL() << "read";
-  } catch (const DataError& e) {
-    EXPECT_NE(e.message().find("more memory than a file of its size can justify"), std::string::npos) << e.message();
-  }
+  const std::string message = hdf5_data_error(grows);
+  EXPECT_NE(message.find("more memory than a file of its size can justify"), std::string::npos) << message;
   EXPECT_THROW(set_hdf5_reader_base_allowance(0), InvalidArgument);
 }
 
