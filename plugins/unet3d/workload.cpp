@@ -56,6 +56,11 @@ std::vector<OptionSpec> option_specs() {
       float_option("base-lr", 0.8, "learning rate after warm-up").above(0),
       float_option("init-lr", 1e-4, "learning rate the warm-up starts from").at_least(0),
       float_option("warmup-epochs", 200, "linear warm-up epochs").at_least(0).in("epochs"),
+      int_list_option("lr-decay-epochs", {}, "multiply the learning rate by lr-decay-factor after each of these epochs (MLPerf: none)")
+          .at_least(1)
+          .items(0, 64)
+          .in("epochs"),
+      float_option("lr-decay-factor", 1.0, "learning-rate factor at each lr-decay-epochs boundary (MLPerf: 1)").above(0).at_most(1),
       float_option("momentum", 0.9, "SGD momentum").at_least(0).below(1),
       bool_option("nesterov", true, "Nesterov momentum"),
       float_option("weight-decay", 0, "weight decay").at_least(0),
@@ -95,19 +100,31 @@ std::vector<double> as_doubles(const std::vector<std::int64_t>& v) { return {v.b
 // ---------------------------------------------------------------------------------------------
 
 EpochWarmupSchedule::EpochWarmupSchedule(float init_lr, float base_lr, double warmup_epochs,
-                                         std::int64_t steps_per_epoch)
-    : init_lr_(init_lr), base_lr_(base_lr), warmup_epochs_(warmup_epochs), steps_per_epoch_(std::max<std::int64_t>(1, steps_per_epoch)) {}
+                                         std::int64_t steps_per_epoch, std::vector<std::int64_t> decay_epochs,
+                                         double decay_factor)
+    : init_lr_(init_lr),
+      base_lr_(base_lr),
+      warmup_epochs_(warmup_epochs),
+      steps_per_epoch_(std::max<std::int64_t>(1, steps_per_epoch)),
+      decay_epochs_(std::move(decay_epochs)),
+      decay_factor_(decay_factor) {}
 
 float EpochWarmupSchedule::lr(std::int64_t step) const {
   const double epoch = static_cast<double>(step / steps_per_epoch_ + 1);  // the reference counts epochs from 1
   if (warmup_epochs_ > 0 && epoch <= warmup_epochs_)
     return static_cast<float>(init_lr_ + (static_cast<double>(base_lr_) - init_lr_) * epoch / warmup_epochs_);
-  return base_lr_;
+  double lr = base_lr_;
+  for (const std::int64_t m : decay_epochs_)
+    if (static_cast<double>(m) < epoch && static_cast<double>(m) > warmup_epochs_ - 1) lr *= decay_factor_;
+  return static_cast<float>(lr);
 }
 
 std::string EpochWarmupSchedule::describe() const {
-  return fmt::format("per-epoch linear warm-up {} -> {} over {} epochs of {} steps, then constant", init_lr_, base_lr_,
-                     warmup_epochs_, steps_per_epoch_);
+  const std::string after =
+      decay_epochs_.empty() ? std::string("constant")
+                            : fmt::format("x{} after epochs {}", decay_factor_, fmt::join(decay_epochs_, ","));
+  return fmt::format("per-epoch linear warm-up {} -> {} over {} epochs of {} steps, then {}", init_lr_, base_lr_,
+                     warmup_epochs_, steps_per_epoch_, after);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -204,9 +221,9 @@ void UNet3dWorkload::build_data() {
 
 void UNet3dWorkload::build_optimizer() {
   const Options& o = ctx_.options;
-  schedule_ = std::make_unique<EpochWarmupSchedule>(static_cast<float>(o.get_float("init-lr")),
-                                                    static_cast<float>(o.get_float("base-lr")),
-                                                    o.get_float("warmup-epochs"), steps_per_epoch_);
+  schedule_ = std::make_unique<EpochWarmupSchedule>(
+      static_cast<float>(o.get_float("init-lr")), static_cast<float>(o.get_float("base-lr")), o.get_float("warmup-epochs"),
+      steps_per_epoch_, o.get_int_list("lr-decay-epochs"), o.get_float("lr-decay-factor"));
   optim::SgdOptions sg;
   sg.momentum = static_cast<float>(o.get_float("momentum"));
   sg.nesterov = o.get_bool("nesterov");
@@ -233,8 +250,8 @@ void UNet3dWorkload::log_hyperparameters() {
   hyper_.emplace_back("opt_base_learning_rate", o.get_float("base-lr"));
   hyper_.emplace_back("opt_initial_learning_rate", o.get_float("init-lr"));
   hyper_.emplace_back("opt_learning_rate_warmup_epochs", o.get_float("warmup-epochs"));
-  hyper_.emplace_back("opt_learning_rate_decay_boundary_epochs", std::vector<double>{});
-  hyper_.emplace_back("opt_learning_rate_decay_factor", 1.0);
+  hyper_.emplace_back("opt_learning_rate_decay_boundary_epochs", as_doubles(o.get_int_list("lr-decay-epochs")));
+  hyper_.emplace_back("opt_learning_rate_decay_factor", o.get_float("lr-decay-factor"));
   hyper_.emplace_back("opt_weight_decay", o.get_float("weight-decay"));
   hyper_.emplace_back("opt_momentum", o.get_float("momentum"));
   hyper_.emplace_back("oversampling", o.get_float("oversampling"));

@@ -35,10 +35,14 @@ namespace benchhost::unet3d {
 
 /// The reference's learning rate (runtime/training.py): constant within an epoch; during the
 /// first warmup_epochs epochs (1-based e <= W) init_lr + (base_lr - init_lr) * e / W, then
-/// base_lr (the MLPerf runs decay nothing: lr_decay_epochs is empty).
+/// base_lr times decay_factor once for each decay epoch m already behind (m < e): the reference's
+/// MultiStepLR, stepped after every epoch. A decay at the end of a warm-up epoch other than the
+/// last is lost (the next warm-up epoch sets the rate again), so only m > W - 1 count. The MLPerf
+/// runs decay nothing (lr_decay_epochs is empty); the mini configuration does.
 class EpochWarmupSchedule final : public optim::Schedule {
  public:
-  EpochWarmupSchedule(float init_lr, float base_lr, double warmup_epochs, std::int64_t steps_per_epoch);
+  EpochWarmupSchedule(float init_lr, float base_lr, double warmup_epochs, std::int64_t steps_per_epoch,
+                      std::vector<std::int64_t> decay_epochs = {}, double decay_factor = 1.0);
   float lr(std::int64_t step) const override;
   std::string describe() const override;
 
@@ -46,6 +50,8 @@ class EpochWarmupSchedule final : public optim::Schedule {
   float init_lr_, base_lr_;
   double warmup_epochs_;
   std::int64_t steps_per_epoch_;
+  std::vector<std::int64_t> decay_epochs_;
+  double decay_factor_;
 };
 
 class UNet3dWorkload final : public Workload {

@@ -202,6 +202,27 @@ TEST(UNet3dSchedule, ReferenceWarmupByEpoch) {
   EXPECT_EQ(none.lr(0), 0.5f);
 }
 
+// runtime/training.py with lr_decay_epochs: MultiStepLR stepped after each epoch multiplies the rate
+// once per boundary behind the current epoch; a boundary inside the warm-up is overwritten by the
+// next warm-up epoch; a boundary given twice counts twice (its milestones are a Counter).
+TEST(UNet3dSchedule, ReferenceMultiStepDecayAfterTheWarmup) {
+  EpochWarmupSchedule s(0.0f, 0.8f, 2, 10, {1, 2, 5, 5}, 0.5);
+  EXPECT_NEAR(s.lr(0), 0.4, 1e-7);   // epoch 1: warm-up
+  EXPECT_NEAR(s.lr(19), 0.8, 1e-7);  // epoch 2: warm-up sets 0.8 again (boundary 1 is lost)
+  EXPECT_NEAR(s.lr(20), 0.4, 1e-7);  // epoch 3: after boundary 2
+  EXPECT_NEAR(s.lr(49), 0.4, 1e-7);  // epoch 5
+  EXPECT_NEAR(s.lr(50), 0.1, 1e-7);  // epoch 6: boundary 5 twice
+  EpochWarmupSchedule no_warmup(1e-4f, 1.0f, 0, 10, {1, 3}, 0.1);
+  EXPECT_EQ(no_warmup.lr(9), 1.0f);
+  EXPECT_NEAR(no_warmup.lr(10), 0.1, 1e-7);
+  EXPECT_NEAR(no_warmup.lr(30), 0.01, 1e-8);
+  EXPECT_NE(s.describe().find("x0.5 after epochs 1,2,5,5"), std::string::npos) << s.describe();
+  // The options: boundaries are epochs from 1, the factor is in (0, 1].
+  EXPECT_THROW(declared_options<UNet3dWorkload>({{"lr-decay-epochs", "0"}}), InvalidArgument);
+  EXPECT_THROW(declared_options<UNet3dWorkload>({{"lr-decay-factor", "0"}}), InvalidArgument);
+  EXPECT_THROW(declared_options<UNet3dWorkload>({{"lr-decay-factor", "1.5"}}), InvalidArgument);
+}
+
 TEST(UNet3dWorkload, DefaultsAreTheMlperfReference) {
   test_support::expect_defaults_are_mlperf_conf<UNet3dWorkload>("unet3d");
   test_support::expect_shipped_configs_allowed<UNet3dWorkload>("unet3d", {"mlperf.conf", "mini.conf"});
