@@ -148,63 +148,45 @@ BH_CPU_KERNEL void chunk_apply(const float* x, const float* scale, const float* 
   }
 }
 
-// pg[c] = sum g, pgx[c] = sum g (x - mean[c]) over the chunk (times rstd later), g masked by y:
-// f32 over each kSubChunk voxels, those added in f64, as chunk_sums does (one f32 accumulator over
-// a 4096-voxel chunk of a gradient around 1000 lost dbeta's seventh digit in NDHWC).
+// pg[c] = sum g, pgx[c] = sum g (x - mean[c]) over the chunk (times rstd later), g masked by y.
 BH_CPU_KERNEL void chunk_grad_sums(const float* dy, const float* x, const float* y,
                                    const float* mean, std::int64_t C, std::int64_t S, bool cl,
                                    std::int64_t c0, std::int64_t c1, std::int64_t s0, std::int64_t s1,
-                                   double* pg, double* pgx) {
+                                   float* pg, float* pgx) {
   if (!cl) {
     for (std::int64_t c = c0; c < c1; ++c) {
       const float m = mean[c];
       const float *dc = dy + c * S, *xc = x + c * S;
-      const float* yc = y != nullptr ? y + c * S : nullptr;
-      double ta = 0.0, tb = 0.0;
-      for (std::int64_t b0 = s0; b0 < s1; b0 += kSubChunk) {
-        const std::int64_t b1 = std::min(s1, b0 + kSubChunk);
-        float a = 0.0f, b = 0.0f;
-        if (yc != nullptr) {
+      float a = 0.0f, b = 0.0f;
+      if (y != nullptr) {
+        const float* yc = y + c * S;
 #pragma omp simd reduction(+ : a, b)
-          for (std::int64_t s = b0; s < b1; ++s) {
-            const float g = yc[s] > 0.0f ? dc[s] : 0.0f;
-            a += g;
-            b += g * (xc[s] - m);
-          }
-        } else {
-#pragma omp simd reduction(+ : a, b)
-          for (std::int64_t s = b0; s < b1; ++s) {
-            a += dc[s];
-            b += dc[s] * (xc[s] - m);
-          }
+        for (std::int64_t s = s0; s < s1; ++s) {
+          const float g = yc[s] > 0.0f ? dc[s] : 0.0f;
+          a += g;
+          b += g * (xc[s] - m);
         }
-        ta += a;
-        tb += b;
+      } else {
+#pragma omp simd reduction(+ : a, b)
+        for (std::int64_t s = s0; s < s1; ++s) {
+          a += dc[s];
+          b += dc[s] * (xc[s] - m);
+        }
       }
-      pg[c] = ta;
-      pgx[c] = tb;
+      pg[c] = a;
+      pgx[c] = b;
     }
     return;
   }
-  for (std::int64_t c = c0; c < c1; ++c) pg[c] = pgx[c] = 0.0;
-  float a[kChannelBlock], b[kChannelBlock];
-  const std::int64_t w = c1 - c0;  // at most kChannelBlock (for_chunks)
-  for (std::int64_t b0 = s0; b0 < s1; b0 += kSubChunk) {
-    const std::int64_t b1 = std::min(s1, b0 + kSubChunk);
-    for (std::int64_t j = 0; j < w; ++j) a[j] = b[j] = 0.0f;
-    for (std::int64_t s = b0; s < b1; ++s) {
-      const float *ds = dy + s * C + c0, *xs = x + s * C + c0, *m = mean + c0;
-      const float* ys = y != nullptr ? y + s * C + c0 : nullptr;
+  for (std::int64_t c = c0; c < c1; ++c) pg[c] = pgx[c] = 0.0f;
+  for (std::int64_t s = s0; s < s1; ++s) {
+    const float *ds = dy + s * C, *xs = x + s * C;
+    const float* ys = y != nullptr ? y + s * C : nullptr;
 #pragma omp simd
-      for (std::int64_t j = 0; j < w; ++j) {
-        const float g = (ys == nullptr || ys[j] > 0.0f) ? ds[j] : 0.0f;
-        a[j] += g;
-        b[j] += g * (xs[j] - m[j]);
-      }
-    }
-    for (std::int64_t j = 0; j < w; ++j) {
-      pg[c0 + j] += a[j];
-      pgx[c0 + j] += b[j];
+    for (std::int64_t c = c0; c < c1; ++c) {
+      const float g = (ys == nullptr || ys[c] > 0.0f) ? ds[c] : 0.0f;
+      pg[c] += g;
+      pgx[c] += g * (xs[c] - mean[c]);
     }
   }
 }
@@ -327,7 +309,7 @@ void bwd_tbb(OpCall& call) {
   float* dx = call.outputs[0].data<float>();
   const std::int64_t plane = g.c * g.s;
   const std::size_t np = static_cast<std::size_t>(g.n * g.chunks() * g.c);
-  std::vector<double> pg(np), pgx(np);
+  std::vector<float> pg(np), pgx(np);
   for_chunks(g, [&](std::int64_t n, std::int64_t k, std::int64_t c0, std::int64_t c1, std::int64_t s0,
                     std::int64_t s1) {
     const std::int64_t off = n * plane;
