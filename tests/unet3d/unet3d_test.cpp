@@ -265,7 +265,8 @@ TEST(UNet3dWorkload, TrainsAndEvaluatesOnGeneratedVolumes) {
                             {"gen-eval-cases", "2"}, {"gen-size-min", "32"}, {"gen-size-max", "36"},
                             {"filters", "4,8"}, {"patch-size", "16,16,16"}, {"roi-size", "16,16,16"},
                             {"batch-size", "2"}, {"warmup-epochs", "1"}, {"base-lr", "0.1"},
-                            {"start-eval-at", "2"}, {"evaluate-every", "1"}});
+                            {"start-eval-at", "2"}, {"evaluate-every", "1"}, {"lr-decay-epochs", "3,5"},
+                            {"lr-decay-factor", "0.5"}});
   UNet3dWorkload w;
   const RunInfo info = w.setup(ctx);
   EXPECT_EQ(info.samples_per_epoch, 4);
@@ -286,10 +287,16 @@ TEST(UNet3dWorkload, TrainsAndEvaluatesOnGeneratedVolumes) {
   EXPECT_EQ(e.samples, 2);
   EXPECT_GE(e.metric, 0.0);
   EXPECT_LT(e.metric, 1.0);
-  bool logged_shape = false;
-  for (const auto& [k, v] : w.hyperparameters())
+  bool logged_shape = false, logged_boundaries = false, logged_factor = false;
+  for (const auto& [k, v] : w.hyperparameters()) {
     if (k == "training_input_shape") logged_shape = std::get<std::vector<double>>(v) == std::vector<double>{16, 16, 16};
+    if (k == "opt_learning_rate_decay_boundary_epochs")
+      logged_boundaries = std::get<std::vector<double>>(v) == std::vector<double>{3, 5};
+    if (k == "opt_learning_rate_decay_factor") logged_factor = std::get<double>(v) == 0.5;
+  }
   EXPECT_TRUE(logged_shape);
+  EXPECT_TRUE(logged_boundaries);
+  EXPECT_TRUE(logged_factor);
   w.teardown();
   fs::remove_all(dir);
 }
