@@ -38,7 +38,7 @@ namespace benchhost::unet3d {
 /// base_lr times decay_factor once for each decay epoch m already behind (m < e): the reference's
 /// MultiStepLR, stepped after every epoch. A decay at the end of a warm-up epoch other than the
 /// last is lost (the next warm-up epoch sets the rate again), so only m > W - 1 count. The MLPerf
-/// runs decay nothing (lr_decay_epochs is empty); the mini configuration does.
+/// runs decay nothing (lr_decay_epochs is empty).
 class EpochWarmupSchedule final : public optim::Schedule {
  public:
   EpochWarmupSchedule(float init_lr, float base_lr, double warmup_epochs, std::int64_t steps_per_epoch,
