@@ -91,10 +91,11 @@ bool draw_case(Rng& rng, const Kits19SyntheticOptions& o, Volume& v) {
   const double scale = std::min(1.0, static_cast<double>(std::min({v.dims[0], v.dims[1], v.dims[2]})) / 64.0);
   std::vector<Ellipsoid> kidneys(1 + rng.below(2));
   for (auto& k : kidneys) k = random_ellipsoid(rng, v.dims, 8.0 * scale, 14.0 * scale);
-  // The tumour: centred at a random point inside a kidney, at up to 80% of its radii.
+  // The tumour: centred at a random point inside a kidney, at up to 80% of its radii (Note [A
+  // tumour large enough to learn from] in synthetic.hpp).
   const Ellipsoid& host = kidneys[rng.below(kidneys.size())];
   Ellipsoid tumour;
-  for (double& r : tumour.radii) r = uniform(rng, 3.0 * scale, 7.0 * scale);
+  for (double& r : tumour.radii) r = uniform(rng, 6.0 * scale, 10.0 * scale);
   tumour.rot = random_rotation(rng);
   {
     Vec3 u{rng.normal(), rng.normal(), rng.normal()};
@@ -142,7 +143,7 @@ bool draw_case(Rng& rng, const Kits19SyntheticOptions& o, Volume& v) {
           if (e.contains(x, y, z)) mean = 1.0;
         for (const auto& k : kidneys)
           if (k.contains(x, y, z)) mean = 1.0, cls = 1;
-        if (tumour.contains(x, y, z)) mean = 1.8, cls = 2;
+        if (tumour.contains(x, y, z)) mean = 2.2, cls = 2;
         double bias = 0;
         for (const auto& wv : waves) bias += wv.amp * std::cos(wv.freq[0] * x + wv.freq[1] * y + wv.freq[2] * z + wv.phase);
         v.image[static_cast<std::size_t>(i)] = static_cast<float>(mean + bias + sigma * static_cast<double>(rng.normal()));
@@ -170,7 +171,7 @@ void check_options(const Kits19SyntheticOptions& o) {
 }  // namespace
 
 std::string kits19_synthetic_options_text(const Kits19SyntheticOptions& o) {
-  return fmt::format("kits19 synthetic v1\ntrain_cases {}\neval_cases {}\nsize_min {}\nsize_max {}\nseed {}\n",
+  return fmt::format("kits19 synthetic v2\ntrain_cases {}\neval_cases {}\nsize_min {}\nsize_max {}\nseed {}\n",
                      o.train_cases, o.eval_cases, o.size_min, o.size_max, o.seed);
 }
 
