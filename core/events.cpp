@@ -116,7 +116,10 @@ void EventBus::forward_mllog(const MllogEvent& e) {
 }
 
 void EventBus::forward_mllog_locked(const MllogEvent& e) {
-  if (e.key == "run_start") mllog_run_open_ = true;
+  if (e.key == "run_start") {
+    mllog_run_open_ = true;
+    run_start_ms_ = e.time_ms;
+  }
   if (e.key == "run_stop") mllog_run_open_ = false;
   for (std::size_t i = 0; i < reporters_.size(); ++i) deliver(i, [&](Reporter& r) { r.on_mllog(e); });
 }
@@ -132,6 +135,24 @@ void EventBus::progress(const Progress& p) {
   std::lock_guard lock(mutex_);
   last_progress_ = p;
   for (std::size_t i = 0; i < reporters_.size(); ++i) deliver(i, [&](Reporter& r) { r.on_progress(p); });
+}
+
+// Note [What an unfinished run keeps]
+// A time-to-train run that ends without returning its own record (a second signal or the grace
+// after the first, with a step that never returns; a crash or a hang in a supervised worker) used
+// to be recorded from what was known when it started: "0 epochs, metric -", though it may have
+// trained for hours and evaluated many times. So the run's loop sends its record as it stands
+// after each evaluation and each epoch (update_point): epochs, evaluations, final metric and loss,
+// steps and samples, the loss curve. In-process, the bus keeps it as the open point's record, and
+// finish_interrupted writes it with the time from run_start to the interrupt as its time to
+// train (run_stop aborted, not converged), as the supervisor does for its killed worker; a
+// supervised worker sends it over the wire (isolation.cpp), and the supervisor records a crashed,
+// hung or killed run from it. Sweep points are not updated: their timings mean something only
+// over the whole point, and their records say where in the point it ended.
+void EventBus::update_point(const RunRecord& so_far) {
+  std::lock_guard lock(mutex_);
+  if (open_point_) open_point_->record = so_far;
+  for (std::size_t i = 0; i < reporters_.size(); ++i) deliver(i, [&](Reporter& r) { r.on_point_update(so_far); });
 }
 
 void EventBus::record(RunRecord rec) {
@@ -160,9 +181,11 @@ bool EventBus::finish_interrupted(const std::string& message, std::chrono::milli
   if (!mutex_.try_lock_for(wait)) return false;
   // Never unlocked: the run's thread must not write after this, and the process ends next.
   if (finished_) return true;
+  const bool ttt_clock_running = mllog_run_open_ && open_point_ && open_point_->record.kind == "ttt";
+  const std::int64_t now_ms = unix_time_ms();
   if (mllog_run_open_) {
     MllogEvent e;
-    e.time_ms = unix_time_ms();
+    e.time_ms = now_ms;
     e.event_type = "INTERVAL_END";
     e.key = "run_stop";
     e.value = nullptr;
@@ -176,9 +199,17 @@ bool EventBus::finish_interrupted(const std::string& message, std::chrono::milli
     RunRecord r = open_point_->record;
     r.status = RunStatus::failed;
     const Progress& at = last_progress_;
+    // Note [What an unfinished run keeps]: a ttt run keeps its evaluations and its time so far.
+    if (ttt_clock_running) {
+      r.time_to_train_seconds = static_cast<double>(now_ms - run_start_ms_) / 1e3;
+      r.seconds = r.time_to_train_seconds;
+      r.converged = false;
+    }
     r.message = at.step == 0        ? message
                 : at.total_steps > 0 ? fmt::format("{} (after {} of {} steps; this point's timings are lost)", message,
                                                    at.step, at.total_steps)
+                : r.kind == "ttt"    ? fmt::format("{} (after {} training steps; its epochs and evaluations so far are kept)",
+                                                   message, at.step)
                                      : fmt::format("{} (after {} steps; this run's timings are lost)", message, at.step);
     record_locked(std::move(r));
   }

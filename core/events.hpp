@@ -152,6 +152,8 @@ class Reporter {
   virtual void on_point_start(const PointStart&) {}
   virtual void on_mllog(const MllogEvent&) {}
   virtual void on_progress(const Progress&) {}
+  /// What the open time-to-train run has measured so far (Note [What an unfinished run keeps]).
+  virtual void on_point_update(const RunRecord&) {}
   virtual void on_record(const RunRecord&, const std::vector<RunRecord>& all) {}
   virtual void on_finish(const std::vector<RunRecord>& all, const Summary&) {}
 };
@@ -167,6 +169,10 @@ class EventBus {
   void forward_mllog(const MllogEvent& e);
   void point_start(const PointStart& p);
   void progress(const Progress& p);
+  /// Note [What an unfinished run keeps] (events.cpp): the open point's record as it stands (a
+  /// time-to-train run's evaluations, epochs and losses so far). A point that ends without its own
+  /// record (a second signal, a crash, a hang) is recorded from the last one.
+  void update_point(const RunRecord& so_far);
   void record(RunRecord r);
   void finish(const Summary& s);
   const std::vector<RunRecord>& records() const { return records_; }
@@ -198,6 +204,7 @@ class EventBus {
   std::optional<PointStart> open_point_;  ///< started, not yet recorded
   Progress last_progress_;
   bool mllog_run_open_ = false;  ///< run_start logged without its run_stop
+  std::int64_t run_start_ms_ = 0;  ///< that run_start's time_ms
   bool finished_ = false;
 };
 

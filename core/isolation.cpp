@@ -134,6 +134,9 @@ class WorkerReporter : public Reporter {
     send({{"event", "progress"}, {"what", p.what}, {"step", p.step}, {"total_steps", p.total_steps},
           {"detail", p.detail}});
   }
+  void on_point_update(const RunRecord& so_far) override {
+    send({{"event", "point_update"}, {"record", record_to_json(so_far)}});
+  }
   void on_record(const RunRecord& r, const std::vector<RunRecord>&) override {
     send({{"event", "record"}, {"record", record_to_json(r)}});
   }
@@ -435,6 +438,13 @@ class Supervisor {
       run_start_ms_.reset();
       bus_.point_start(p);
       point_ = std::move(p);
+    } else if (event == "point_update") {
+      // Note [What an unfinished run keeps] (events.cpp): a crashed, hung or killed run is
+      // recorded from this.
+      if (point_) {
+        point_->record = record_from_json(nlohmann::json(j.at("record")));
+        bus_.update_point(point_->record);
+      }
     } else if (event == "record") {
       RunRecord r = record_from_json(nlohmann::json(j.at("record")));
       point_.reset();

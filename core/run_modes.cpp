@@ -366,6 +366,13 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
     // A config may carry its own target (bh_run_info.metric_target, e.g. a mini config); else describe()'s.
     const double target = info.metric_target != 0 ? info.metric_target : p.info.metric_target;
     auto reached = [&](double m) { return p.info.higher_is_better ? m >= target : m <= target; };
+    // Note [What an unfinished run keeps] (events.cpp): the record as it stands, for a run that
+    // ends without returning (a second signal, a crash or a hang in a supervised worker).
+    auto share_so_far = [&] {
+      r.iterations = steps;
+      r.samples = samples_trained;
+      bus.update_point(r);
+    };
     ordered_json last_value;            // the last evaluation's dictionary, if it had one
     bool decided_by_workload = false;   // the last evaluation carried the workload's verdict
     auto evaluate = [&] {
@@ -389,6 +396,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
                                       : fmt::format(" (target {:.4g})", target);
       bus.progress(prog);
       decided_by_workload = e.target_reached.has_value();
+      share_so_far();
       return e.target_reached.value_or(reached(e.metric));
     };
     bool converged = false;
@@ -423,6 +431,7 @@ void run_ttt_once(const Settings& s, const std::shared_ptr<LoadedPlugin>& plugin
       if (eval_every == 0 && !converged && samples_trained >= info.eval_start_samples) converged = evaluate();
       r.epochs = epoch + 1;
       bus.mllog("INTERVAL_END", "epoch_stop", nullptr, {{"epoch_num", epoch + 1}});
+      share_so_far();
     }
     w.synchronize();
     op_times.end();

@@ -364,6 +364,66 @@ TEST(Isolation, HangupDuringAHungStepWithoutIsolationEndsTheRunAfterTheGrace) {
   EXPECT_NE(mllog.find("\"status\": \"aborted\"}}"), std::string::npos) << mllog;
 }
 
+// Note [What an unfinished run keeps] (core/events.cpp): a time-to-train run that ends in its
+// second epoch without returning (two SIGTERMs in a step that never returns, supervised or
+// in-process; a segfault in a supervised worker) is recorded with the epoch and the evaluation it
+// finished, its time so far, and run_stop aborted: not "0 epochs, metric -".
+TEST(Isolation, ATimeToTrainRunThatEndsWithoutReturningKeepsItsEvaluations) {
+  struct Case {
+    std::string name, how;
+    bool isolated;
+    std::string why;
+  };
+  for (const Case& c : {Case{"supervised", "hang", true, "interrupted by signal 15 in a step that did not return"},
+                        Case{"in_process", "hang", false, "interrupted by signal 15 in a step that did not return"},
+                        Case{"crashed", "segv", true, "crashed (SIGSEGV"}}) {
+    SCOPED_TRACE(c.name);
+    Reports out("kept_" + c.name);
+    const std::string log = (out.tmp.path / "console.txt").string();
+    // One epoch is 4 steps; its evaluation (metric 4) misses the target 8; step 6 fails.
+    std::vector<std::string> args{"--plugin-dir",   bhtest::plugin_dir().string(), "--plugin", "crash", "--crash.how",
+                                  c.how,            "--crash.fail-batch", "0", "--crash.fail-step", "6",
+                                  "--crash.target", "8", "--mode", "ttt", "-o", out.json_path.string(), "--mllog",
+                                  out.mllog_path.string()};
+    if (!c.isolated) args.push_back("--no-isolation");
+    const pid_t pid = start_benchhost(args, log);
+    ASSERT_GE(pid, 0);
+    int status = 0;
+    if (c.how == "hang") {
+      ASSERT_TRUE(wait_for_text(out.mllog_path.string(), "eval_accuracy")) << bhtest::read_file(log);
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // into the hung sixth step
+      ::kill(pid, SIGTERM);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ::kill(pid, SIGTERM);
+      EXPECT_LT(wait_seconds(pid, &status), 4.0) << "at the second signal, not after the 5 s grace";
+      ASSERT_TRUE(WIFEXITED(status)) << bhtest::read_file(log);
+      EXPECT_EQ(WEXITSTATUS(status), kExitInterrupted) << bhtest::read_file(log);
+    } else {
+      ::waitpid(pid, &status, 0);
+      ASSERT_TRUE(WIFEXITED(status)) << bhtest::read_file(log);
+      EXPECT_EQ(WEXITSTATUS(status), kExitRunFailed) << bhtest::read_file(log);
+    }
+    const json j = out.report();
+    ASSERT_EQ(j["results"].size(), 1u) << j.dump(2);
+    const json& run = j["results"][0];
+    EXPECT_EQ(run["status"], "FAILED");
+    EXPECT_NE(run["message"].get<std::string>().find(c.why), std::string::npos) << run["message"];
+    const json& ttt = run["ttt"];
+    EXPECT_EQ(ttt["epochs"], 1) << ttt.dump(2);
+    EXPECT_EQ(ttt["final_metric"], 4.0);
+    EXPECT_EQ(ttt["converged"], false);
+    ASSERT_EQ(ttt["evals"].size(), 1u) << ttt.dump(2);
+    EXPECT_EQ(ttt["evals"][0]["metric"], 4.0);
+    EXPECT_EQ(ttt["evals"][0]["samples_trained"], 16);  // 4 steps of the default batch 4
+    EXPECT_GT(ttt["time_to_train_seconds"].get<double>(), ttt["evals"][0]["seconds_since_run_start"].get<double>());
+    EXPECT_GE(run["step_losses"].size(), 4u) << run.dump(2);
+    EXPECT_NE(bhtest::read_file(log).find("not converged in"), std::string::npos);
+    EXPECT_NE(bhtest::read_file(log).find("metric 4, 1 epochs"), std::string::npos) << bhtest::read_file(log);
+    const std::string mllog = bhtest::read_file(out.mllog_path);
+    EXPECT_NE(mllog.find("\"status\": \"aborted\"}}"), std::string::npos) << mllog;
+  }
+}
+
 // Issue case 8 (docs/multi-process.md, Failure behaviour): a rank killed (-9) or interrupted
 // (-TERM) while the others wait in a collective. mpirun ends the job; rank 0 records the point in
 // progress as FAILED within its grace and the job ends in seconds, not at the collective timeout.

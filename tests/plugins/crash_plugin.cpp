@@ -2,6 +2,9 @@
 // whose seed is --crash.fail-seed) the step --crash.fail-step takes the process down the way a
 // broken native library does: a real invalid memory access, abort(), a step that never returns,
 // or exit(). The host must record that point and go on with the next (Note [Crash isolation]).
+// In time to train the metric is the step count, evaluated at the end of each 4-step epoch: with
+// --crash.target 8 the first evaluation misses, so a failure in the second epoch ends a run that
+// has one evaluation to keep (Note [What an unfinished run keeps]).
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -26,7 +29,8 @@ class CrashWorkload : public benchhost::Workload {
                                           "segv (invalid memory access) | abort | hang | exit"),
                  {"fail-batch", "int", "16", "batch size whose step fails (0 = every batch size)", false},
                  {"fail-seed", "int", "0", "only the run with this seed fails (0 = every run)", false},
-                 {"fail-step", "int", "3", "1-based step (warm-up included) that fails", false}};
+                 {"fail-step", "int", "3", "1-based step (warm-up included) that fails", false},
+                 {"target", "int", "4", "time to train: steps to reach (4 steps an epoch; 8: the first evaluation misses)", false}};
     return i;
   }
   benchhost::RunInfo setup(const benchhost::RunContext& ctx) override {
@@ -42,6 +46,7 @@ class CrashWorkload : public benchhost::Workload {
     r.samples_per_epoch = batch_ * 4;
     r.max_epochs = 2;
     r.eval_samples = 1;
+    r.metric_target = static_cast<double>(o.get_int("target"));
     return r;
   }
   benchhost::StepResult train_step() override { return step(); }
