@@ -101,8 +101,12 @@ for sig in HUP TERM INT; do
   run 4 0 "grep run_stop '$scratch/hang.mllog'; grep -o '\"status\": \"[A-Z]*\"' '$scratch/hang.json' | sort | uniq -c" \
     && has '"status": "aborted"' && has '"status": "FAILED"' || ok=1
 done
+# A ttt run killed in its second epoch (two SIGTERMs) keeps the epoch and evaluation it finished.
+run 4 130 "'$bh' --plugin-dir '$plugins' --plugin crash --crash.how hang --crash.fail-batch 0 --crash.fail-step 6 --crash.target 8 --mode ttt -o '$scratch/kept.json' & pid=\$!; sleep 3; kill -TERM \$pid; sleep 0.3; kill -TERM \$pid; wait \$pid" \
+  && has "metric 4, 1 epochs" || ok=1
 tests Isolation.HangupDuringAStepThatNeverReturnsEndsTheRunWithinTheGrace Isolation.ASecondInterruptEndsAHungRunWithoutIsolation \
-  Isolation.HangupDuringAHungStepWithoutIsolationEndsTheRunAfterTheGrace Isolation.InterruptIsForwardedToTheWorkerAndEndsTheRunAsBefore || ok=1
+  Isolation.HangupDuringAHungStepWithoutIsolationEndsTheRunAfterTheGrace Isolation.InterruptIsForwardedToTheWorkerAndEndsTheRunAsBefore \
+  Isolation.ATimeToTrainRunThatEndsWithoutReturningKeepsItsEvaluations || ok=1
 case_ 4 "signals" $ok
 
 # 5. A failed report write: said at once and at the end, the sweep goes on, the CSV is whole.
