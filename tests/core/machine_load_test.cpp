@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -53,35 +54,41 @@ TEST(MachineLoad, ARealWindowReadsThisMachine) {
 // Spinning threads in this test process are other work for the benchhost process it starts: the
 // train point is flagged busy in the report, the CSV and on the console, and keeps PASSED.
 TEST(MachineLoad, APointMeasuredNextToSpinningProcessesIsFlaggedBusy) {
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> spinners;
-  for (unsigned i = 0; i < std::max(1u, std::thread::hardware_concurrency()); ++i)
-    spinners.emplace_back([&] {
-      volatile std::uint64_t x = 0;
-      while (!stop.load(std::memory_order_relaxed)) x = x + 1;
-    });
+  // One spinning thread per CPU, stopped and joined however the test leaves (an ASSERT included).
+  struct Spinners {
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> threads;
+    Spinners() {
+      for (unsigned i = 0; i < std::max(1u, std::thread::hardware_concurrency()); ++i)
+        threads.emplace_back([this] {
+          volatile std::uint64_t x = 0;
+          while (!stop.load(std::memory_order_relaxed)) x = x + 1;
+        });
+    }
+    ~Spinners() {
+      stop = true;
+      for (auto& t : threads) t.join();
+    }
+  };
+  auto spinners = std::make_unique<Spinners>();
   bhtest::TempDir tmp("machine_load");
   const auto json_path = tmp.path / "r.json", csv_path = tmp.path / "r.csv";
-  // --threads 1: the run itself wants one CPU; every CPU is spun on by this test. The null
-  // plugin's steps cost well under a microsecond: more of them until the window is long enough.
-  bhtest::Process p;
-  nlohmann::json j;
-  for (long iterations = 400000; iterations <= 400000L * 64; iterations *= 8) {
-    p = bhtest::run_benchhost(fmt::format("--plugin-dir '{}' --plugin null --mode train -b 1 -w 10 -i {} --threads 1 "
-                                          "-o '{}' --csv '{}'",
-                                          bhtest::plugin_dir().string(), iterations, json_path.string(),
-                                          csv_path.string()));
-    ASSERT_EQ(p.exit_code, 0) << p.output;
-    j = nlohmann::json::parse(bhtest::read_file(json_path));
-    if (j["results"][0]["machine_load"].is_object() && j["results"][0]["machine_load"]["seconds"].get<double>() >= 0.5)
-      break;
-  }
-  stop = true;
-  for (auto& t : spinners) t.join();
+  // --threads 1: the run itself wants one CPU; every CPU is spun on by this test. Each step sleeps
+  // 1 ms (--null.step-us), so 600 steps make a window of at least 0.6 s however the CPUs are
+  // shared, while the run's own CPU time stays near zero. (Spinning up the step count instead, to
+  // stretch sub-microsecond steps, made a report of every step's time and loss: at 25.6M steps on a
+  // loaded 2-CPU machine that ran past ctest's 900 s.)
+  const bhtest::Process p = bhtest::run_benchhost(
+      fmt::format("--plugin-dir '{}' --plugin null --null.step-us 1000 --mode train -b 1 -w 10 -i 600 --threads 1 "
+                  "-o '{}' --csv '{}'",
+                  bhtest::plugin_dir().string(), json_path.string(), csv_path.string()));
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  const nlohmann::json j = nlohmann::json::parse(bhtest::read_file(json_path));
+  spinners.reset();
   const auto& r = j["results"][0];
   EXPECT_EQ(r["status"], "PASSED");
   ASSERT_TRUE(r["machine_load"].is_object()) << r.dump(1);
-  ASSERT_GE(r["machine_load"]["seconds"].get<double>(), 0.25) << r["machine_load"].dump();
+  ASSERT_GE(r["machine_load"]["seconds"].get<double>(), 0.55) << r["machine_load"].dump();
   EXPECT_GE(r["machine_load"]["other_cpus"].get<double>(), 0.5) << r["machine_load"].dump();
   EXPECT_EQ(r["machine_load"]["busy"], true) << r["machine_load"].dump();
   EXPECT_NE(p.output.find("PASSED (busy)"), std::string::npos) << p.output;
