@@ -155,6 +155,12 @@ void EventBus::update_point(const RunRecord& so_far) {
   for (std::size_t i = 0; i < reporters_.size(); ++i) deliver(i, [&](Reporter& r) { r.on_point_update(so_far); });
 }
 
+std::optional<std::int64_t> EventBus::open_run_start_ms() {
+  std::lock_guard lock(mutex_);
+  if (!mllog_run_open_) return std::nullopt;
+  return run_start_ms_;
+}
+
 void EventBus::record(RunRecord rec) {
   std::lock_guard lock(mutex_);
   record_locked(std::move(rec));

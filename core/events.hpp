@@ -173,6 +173,8 @@ class EventBus {
   /// time-to-train run's evaluations, epochs and losses so far). A point that ends without its own
   /// record (a second signal, a crash, a hang) is recorded from the last one.
   void update_point(const RunRecord& so_far);
+  /// The time_ms of the MLLOG run_start whose run_stop has not come yet; empty when no run is open.
+  std::optional<std::int64_t> open_run_start_ms();
   void record(RunRecord r);
   void finish(const Summary& s);
   const std::vector<RunRecord>& records() const { return records_; }

@@ -420,10 +420,7 @@ class Supervisor {
   void handle(const ordered_json& j) {
     const std::string event = j.value("event", "");
     if (event == "mllog") {
-      const MllogEvent e = mllog_from_wire(j);
-      if (e.key == "run_start") run_start_ms_ = e.time_ms;
-      if (e.key == "run_stop") run_start_ms_.reset();
-      bus_.forward_mllog(e);
+      bus_.forward_mllog(mllog_from_wire(j));
     } else if (event == "progress") {
       progress_ = {j.at("what").get<std::string>(), j.at("step").get<std::int64_t>(),
                    j.at("total_steps").get<std::int64_t>(), j.at("detail").get<std::string>()};
@@ -435,7 +432,6 @@ class Supervisor {
       ++started_points_;
       last_index_ = p.index;
       stepping_since_.reset();
-      run_start_ms_.reset();
       bus_.point_start(p);
       point_ = std::move(p);
     } else if (event == "point_update") {
@@ -539,12 +535,13 @@ class Supervisor {
   /// A time-to-train run that had started its clock ends aborted, as an in-process failure does.
   /// True when it logged run_stop.
   bool close_ttt_run(RunRecord& r) {
-    if (r.kind != "ttt" || !run_start_ms_) return false;
+    // The bus saw the worker's run_start (forwarded above) and tracks it for in-process runs too.
+    const std::optional<std::int64_t> run_start_ms = bus_.open_run_start_ms();
+    if (r.kind != "ttt" || !run_start_ms) return false;
     bus_.set_run_index(r.run_index);
     bus_.mllog("INTERVAL_END", "run_stop", nullptr, {{"status", "aborted"}});
-    r.time_to_train_seconds = static_cast<double>(unix_time_ms() - *run_start_ms_) / 1e3;
+    r.time_to_train_seconds = static_cast<double>(unix_time_ms() - *run_start_ms) / 1e3;
     r.seconds = r.time_to_train_seconds;
-    run_start_ms_.reset();
     return true;
   }
 
@@ -565,7 +562,6 @@ class Supervisor {
   // Its open point.
   std::optional<PointStart> point_;
   std::optional<Clock::time_point> stepping_since_;  ///< its first progress event: the --timeout clock
-  std::optional<std::int64_t> run_start_ms_;         ///< ttt: run_start logged, run_stop not yet
   Progress progress_;
   std::int64_t shown_step_ = -1;
 };
